@@ -1,0 +1,115 @@
+import { mkdirSync } from 'node:fs'
+import { join } from 'node:path'
+import { PGlite } from '@electric-sql/pglite'
+import { sql, type SQL } from 'drizzle-orm'
+import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core'
+import { drizzle as drizzlePglite } from 'drizzle-orm/pglite'
+import { migrate as migratePglite } from 'drizzle-orm/pglite/migrator'
+import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js'
+import { migrate as migratePostgres } from 'drizzle-orm/postgres-js/migrator'
+import postgres from 'postgres'
+import * as schema from './schema/index.ts'
+
+export type Schema = typeof schema
+export type Database = PgDatabase<PgQueryResultHKT, Schema>
+export type Transaction = Parameters<Parameters<Database['transaction']>[0]>[0]
+/** Anything a query can run on: the database itself or an open transaction. */
+export type Executor = Database | Transaction
+
+export const migrationsFolder = join(import.meta.dir, 'migrations')
+
+/** The in-memory embedded database, used by tests that run without `DATABASE_URL`. */
+export const EMBEDDED_IN_MEMORY = 'memory://'
+
+export interface DatabaseHandle {
+  kind: 'postgres' | 'pglite'
+  db: Database
+  /** Subscribes to a NOTIFY channel; resolves once listening. */
+  listen(channel: string, onPayload: (payload: string) => void): Promise<void>
+  close(): Promise<void>
+}
+
+export interface DatabaseOptions {
+  databaseUrl: string | undefined
+  /** Folder of the embedded database, or `memory://` for a throwaway in-memory one. */
+  embeddedPath: string
+  poolMax: number
+}
+
+export async function openDatabase(options: DatabaseOptions): Promise<DatabaseHandle> {
+  if (options.databaseUrl !== undefined) return openPostgres(options.databaseUrl, options.poolMax)
+  return openPglite(options.embeddedPath)
+}
+
+function openPostgres(url: string, poolMax: number): DatabaseHandle {
+  const client = postgres(url, {
+    max: poolMax,
+    onnotice: () => {},
+    // Money columns are numeric(38,0); keep them as exact strings so nothing passes through a float.
+    types: { bigint: postgres.BigInt },
+    connection: { application_name: 'kassa' },
+  })
+  const db = drizzlePostgres(client, { schema }) as unknown as Database
+  return {
+    kind: 'postgres',
+    db,
+    async listen(channel, onPayload) {
+      await client.listen(channel, onPayload)
+    },
+    async close() {
+      await client.end({ timeout: 5 })
+    },
+  }
+}
+
+async function openPglite(path: string): Promise<DatabaseHandle> {
+  let dataDir: string | undefined
+  if (path !== EMBEDDED_IN_MEMORY) {
+    mkdirSync(path, { recursive: true })
+    dataDir = path
+  }
+  const client = await PGlite.create(dataDir)
+  const db = drizzlePglite(client, { schema }) as unknown as Database
+  return {
+    kind: 'pglite',
+    db,
+    async listen(channel, onPayload) {
+      await client.listen(channel, onPayload)
+    },
+    async close() {
+      await client.close()
+    },
+  }
+}
+
+const MIGRATION_LOCK_ID = 7_316_550_001
+
+/**
+ * Applies pending migrations. On a shared Postgres several instances may start at once, so the
+ * migration runs on one dedicated connection under an advisory lock.
+ */
+export async function runMigrations(handle: DatabaseHandle, databaseUrl: string | undefined): Promise<void> {
+  if (handle.kind === 'pglite' || databaseUrl === undefined) {
+    await migratePglite(handle.db as never, { migrationsFolder })
+    return
+  }
+  const client = postgres(databaseUrl, { max: 1, onnotice: () => {} })
+  try {
+    await client`select pg_advisory_lock(${MIGRATION_LOCK_ID})`
+    await migratePostgres(drizzlePostgres(client), { migrationsFolder })
+    await client`select pg_advisory_unlock(${MIGRATION_LOCK_ID})`
+  } finally {
+    await client.end({ timeout: 5 })
+  }
+}
+
+/** `db.execute` answers an array on postgres.js and `{ rows }` on PGlite; this reads both. */
+export async function queryRows<Row>(executor: Executor, query: SQL): Promise<Row[]> {
+  const result = (await executor.execute(query)) as unknown
+  if (Array.isArray(result)) return result as Row[]
+  return ((result as { rows: Row[] }).rows ?? []) as Row[]
+}
+
+export async function notify(executor: Executor, channel: string, payload: string): Promise<void> {
+  await executor.execute(sql`select pg_notify(${channel}, ${payload})`)
+}

@@ -1,0 +1,57 @@
+import { Elysia } from 'elysia'
+import type { Config } from './config.ts'
+import { accountsRoutes } from './modules/accounts/routes.ts'
+import { assetsRoutes } from './modules/assets/routes.ts'
+import { orgsOpsRoutes } from './modules/orgs/routes.ts'
+import { sandboxRoutes } from './modules/sandbox/routes.ts'
+import { accessPlugin, recordIdempotentFailure } from './platform/access.ts'
+import { apiKeyAuthPlugin, operatorAuthPlugin } from './platform/auth.ts'
+import { jsonBodyPlugin } from './platform/body.ts'
+import { errorsPlugin } from './platform/errors.ts'
+import { IdempotencyStore } from './platform/idempotency.ts'
+import { openapiPlugin } from './platform/openapi.ts'
+import { closeRuntime, createRuntime, type Runtime, type RuntimeOptions } from './runtime.ts'
+
+const IDEMPOTENCY_PURGE_INTERVAL_MS = 15 * 60 * 1000
+
+export function buildApp(runtime: Runtime) {
+  const idempotency = new IdempotencyStore(runtime.db, () => runtime.clock.wallNowMs())
+  const purge = setInterval(() => void idempotency.purgeExpired().catch(() => {}), IDEMPOTENCY_PURGE_INTERVAL_MS)
+  purge.unref()
+  runtime.stoppers.push(() => clearInterval(purge))
+  const access = accessPlugin(idempotency)
+  let app = new Elysia({ name: 'kassa', normalize: false })
+    .use(errorsPlugin({ onErrorResponse: (request, error, response) => recordIdempotentFailure(idempotency, request, error, response) }))
+    .use(jsonBodyPlugin(runtime.config.bodyLimitBytes))
+    .use(operatorAuthPlugin(runtime))
+    .use(apiKeyAuthPlugin(runtime))
+    .use(openapiPlugin())
+    .get('/health', () => ({ status: 'ok', environment: runtime.config.serviceEnv }), { detail: { hide: true } })
+    .use(orgsOpsRoutes(runtime))
+    .use(assetsRoutes(access))
+    .use(accountsRoutes(runtime, access))
+  if (runtime.config.serviceEnv === 'sandbox') app = app.use(sandboxRoutes(runtime, access)) as unknown as typeof app
+  return app
+}
+
+export type App = ReturnType<typeof buildApp>
+
+export interface Kassa {
+  app: App
+  runtime: Runtime
+  close(): Promise<void>
+}
+
+/** Builds the whole service for a config; only `server/main.ts` listens. */
+export async function createApp(config: Config, options: RuntimeOptions = {}): Promise<Kassa> {
+  const runtime = await createRuntime(config, options)
+  const app = buildApp(runtime)
+  return {
+    app,
+    runtime,
+    async close() {
+      if (app.server) await app.stop()
+      await closeRuntime(runtime)
+    },
+  }
+}

@@ -1,0 +1,130 @@
+import { resolve } from 'node:path'
+
+export type ServiceEnvironment = 'sandbox' | 'production'
+export type RateLimitStoreKind = 'memory' | 'postgres'
+
+export interface Config {
+  port: number
+  host: string
+  /** A postgres:// URL; absent means the embedded PGlite database in `dataDir`. */
+  databaseUrl: string | undefined
+  dataDir: string
+  serviceEnv: ServiceEnvironment
+  /** Absent in sandbox means: generate one on first start and keep it in the data folder. */
+  operatorToken: string | undefined
+  rateLimitStore: RateLimitStoreKind
+  bodyLimitBytes: number
+  /** Test-only: lets webhook endpoints point at loopback receivers. Production refuses it. */
+  allowLoopbackWebhooks: boolean
+  /** Group commit on the ledger writer; off means one database transaction per operation. */
+  groupCommit: boolean
+  /** Largest number of connections the postgres.js pool opens. */
+  databasePoolMax: number
+  logRequests: boolean
+}
+
+export class ConfigError extends Error {
+  override name = 'ConfigError'
+}
+
+type Environment = Record<string, string | undefined>
+
+function readInteger(env: Environment, name: string, fallback: number, min: number, max: number): number {
+  const raw = env[name]
+  if (raw === undefined || raw === '') return fallback
+  if (!/^\d+$/.test(raw)) throw new ConfigError(`${name} must be a whole number, got "${raw}"`)
+  const value = Number(raw)
+  if (value < min || value > max) throw new ConfigError(`${name} must be between ${min} and ${max}, got ${value}`)
+  return value
+}
+
+function readBoolean(env: Environment, name: string, fallback: boolean): boolean {
+  const raw = env[name]
+  if (raw === undefined || raw === '') return fallback
+  if (['1', 'true', 'on', 'yes'].includes(raw)) return true
+  if (['0', 'false', 'off', 'no'].includes(raw)) return false
+  throw new ConfigError(`${name} must be true or false, got "${raw}"`)
+}
+
+function readChoice<T extends string>(env: Environment, name: string, choices: readonly T[], fallback: T): T {
+  const raw = env[name]
+  if (raw === undefined || raw === '') return fallback
+  if (!(choices as readonly string[]).includes(raw)) {
+    throw new ConfigError(`${name} must be one of ${choices.join(', ')}, got "${raw}"`)
+  }
+  return raw as T
+}
+
+function readDatabaseUrl(env: Environment): string | undefined {
+  const raw = env.DATABASE_URL
+  if (raw === undefined || raw === '') return undefined
+  let url: URL
+  try {
+    url = new URL(raw)
+  } catch {
+    throw new ConfigError('DATABASE_URL must be a postgres:// URL')
+  }
+  if (url.protocol !== 'postgres:' && url.protocol !== 'postgresql:') {
+    throw new ConfigError(`DATABASE_URL must use postgres:// or postgresql://, got ${url.protocol}//`)
+  }
+  return raw
+}
+
+/**
+ * Reads and validates the whole configuration at once, so a bad value stops the start with one
+ * clear message instead of surfacing as a strange failure later.
+ */
+export function loadConfig(env: Environment = process.env): Config {
+  const serviceEnv = readChoice(env, 'SERVICE_ENV', ['sandbox', 'production'] as const, 'sandbox')
+  const databaseUrl = readDatabaseUrl(env)
+  const operatorToken = env.OPERATOR_TOKEN === '' ? undefined : env.OPERATOR_TOKEN
+  if (operatorToken !== undefined && operatorToken.length < 32) {
+    throw new ConfigError('OPERATOR_TOKEN must be at least 32 characters')
+  }
+  const config: Config = {
+    port: readInteger(env, 'PORT', 3000, 0, 65535),
+    host: env.HOST && env.HOST !== '' ? env.HOST : '0.0.0.0',
+    databaseUrl,
+    dataDir: resolve(env.DATA_DIR && env.DATA_DIR !== '' ? env.DATA_DIR : '.data'),
+    serviceEnv,
+    operatorToken,
+    rateLimitStore: readChoice(env, 'RATE_LIMIT_STORE', ['memory', 'postgres'] as const, databaseUrl ? 'postgres' : 'memory'),
+    bodyLimitBytes: readInteger(env, 'BODY_LIMIT_BYTES', 256 * 1024, 1024, 16 * 1024 * 1024),
+    allowLoopbackWebhooks: readBoolean(env, 'ALLOW_LOOPBACK_WEBHOOKS', false),
+    groupCommit: readBoolean(env, 'GROUP_COMMIT', true),
+    databasePoolMax: readInteger(env, 'DATABASE_POOL_MAX', 10, 1, 200),
+    logRequests: readBoolean(env, 'LOG_REQUESTS', false),
+  }
+  assertProductionSafe(config)
+  return config
+}
+
+/** Production refuses every setting that exists only to make development and testing easy. */
+export function assertProductionSafe(config: Config): void {
+  if (config.serviceEnv !== 'production') return
+  const problems: string[] = []
+  if (config.databaseUrl === undefined) problems.push('DATABASE_URL is required (the embedded database is for development)')
+  if (config.operatorToken === undefined) problems.push('OPERATOR_TOKEN is required (it is generated only in sandbox)')
+  if (config.allowLoopbackWebhooks) problems.push('ALLOW_LOOPBACK_WEBHOOKS is a test-only setting')
+  if (problems.length > 0) {
+    throw new ConfigError(`production refuses to start: ${problems.join('; ')}`)
+  }
+}
+
+export function configForTests(overrides: Partial<Config> = {}): Config {
+  return {
+    port: 0,
+    host: '127.0.0.1',
+    databaseUrl: undefined,
+    dataDir: resolve('.data/test'),
+    serviceEnv: 'sandbox',
+    operatorToken: 'test-operator-token-0123456789abcdef0123456789',
+    rateLimitStore: 'memory',
+    bodyLimitBytes: 256 * 1024,
+    allowLoopbackWebhooks: true,
+    groupCommit: true,
+    databasePoolMax: 10,
+    logRequests: false,
+    ...overrides,
+  }
+}

@@ -1,0 +1,33 @@
+/**
+ * Identifiers carry their kind as a prefix and a UUIDv7 underneath (hex, no dashes), so they sort by
+ * creation time: cursors and logs order naturally.
+ */
+export type IdKind =
+  | 'org'
+  | 'key'
+  | 'acct'
+  | 'atk'
+  | 'evt'
+  | 'wh'
+  | 'txi'
+  | 'hold'
+  | 'tr'
+  | 'pay'
+  | 'qt'
+  | 'wd'
+  | 'dep'
+  | 'req'
+  | 'pst'
+  | 'mv'
+
+export function newId<K extends IdKind>(kind: K): `${K}_${string}` {
+  return `${kind}_${Bun.randomUUIDv7().replaceAll('-', '')}`
+}
+
+const ID_BODY = /^[0-9a-f]{32}$/
+
+/** True when `value` is an identifier of the given kind in our format. */
+export function isId(kind: IdKind, value: string): boolean {
+  const prefix = `${kind}_`
+  return value.startsWith(prefix) && ID_BODY.test(value.slice(prefix.length))
+}

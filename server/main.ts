@@ -1,0 +1,31 @@
+import { ConfigError, loadConfig } from './config.ts'
+import { createApp } from './app.ts'
+
+async function main(): Promise<void> {
+  let config
+  try {
+    config = loadConfig()
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      console.error(`kassa: configuration error: ${error.message}`)
+      process.exit(2)
+    }
+    throw error
+  }
+  const kassa = await createApp(config)
+  kassa.app.listen({ port: config.port, hostname: config.host, maxRequestBodySize: config.bodyLimitBytes + 1024 })
+  const server = kassa.app.server!
+  console.log(
+    `kassa ${config.serviceEnv} listening on http://${server.hostname}:${server.port} ` +
+      `(database: ${config.databaseUrl ? 'postgres' : `embedded at ${config.dataDir}`})`,
+  )
+  const shutdown = async (signal: string) => {
+    console.log(`kassa: ${signal}, shutting down`)
+    await kassa.close()
+    process.exit(0)
+  }
+  process.on('SIGINT', () => void shutdown('SIGINT'))
+  process.on('SIGTERM', () => void shutdown('SIGTERM'))
+}
+
+await main()

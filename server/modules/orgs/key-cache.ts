@@ -1,0 +1,74 @@
+import type { ServiceEnvironment } from '../../config.ts'
+import { sha256Hex } from '../../lib/hash.ts'
+
+export type KeyType = 'secret' | 'publishable' | 'test'
+
+export interface CachedKey {
+  id: string
+  orgId: string
+  type: KeyType
+  environment: ServiceEnvironment
+  keyHash: string
+  expiresAtMs: number | null
+  revoked: boolean
+}
+
+export interface CachedOrg {
+  id: string
+  rateLimitPerMinute: number | null
+}
+
+export type KeyLookup =
+  | { ok: true; key: CachedKey }
+  | { ok: false; reason: 'unknown' | 'revoked' | 'expired' | 'wrong_environment' }
+
+export const KEY_PREFIXES: Record<KeyType, string> = {
+  secret: 'svc_secret_',
+  publishable: 'svc_pub_',
+  test: 'svc_test_',
+}
+
+const KEY_SHAPE = /^svc_(secret|pub|test)_[1-9A-HJ-NP-Za-km-z]{20,64}$/
+
+/**
+ * The request path never touches the database to authenticate: every key lives here, keyed by its
+ * hash. The cache is exact about revocation and expiry because revocation updates it before the
+ * operator's call returns (and other instances hear of it by NOTIFY), and expiry is compared with
+ * the clock on every lookup.
+ */
+export class KeyCache {
+  private readonly byHash = new Map<string, CachedKey>()
+  private readonly byId = new Map<string, CachedKey>()
+  private readonly orgs = new Map<string, CachedOrg>()
+
+  constructor(private readonly environment: ServiceEnvironment) {}
+
+  static isWellFormed(presented: string): boolean {
+    return KEY_SHAPE.test(presented)
+  }
+
+  lookup(presented: string, nowMs: number): KeyLookup {
+    if (!KeyCache.isWellFormed(presented)) return { ok: false, reason: 'unknown' }
+    const key = this.byHash.get(sha256Hex(presented))
+    if (key === undefined) return { ok: false, reason: 'unknown' }
+    if (key.revoked) return { ok: false, reason: 'revoked' }
+    if (key.expiresAtMs !== null && nowMs >= key.expiresAtMs) return { ok: false, reason: 'expired' }
+    if (key.environment !== this.environment) return { ok: false, reason: 'wrong_environment' }
+    return { ok: true, key }
+  }
+
+  upsertKey(key: CachedKey): void {
+    const previous = this.byId.get(key.id)
+    if (previous !== undefined) this.byHash.delete(previous.keyHash)
+    this.byId.set(key.id, key)
+    this.byHash.set(key.keyHash, key)
+  }
+
+  upsertOrg(org: CachedOrg): void {
+    this.orgs.set(org.id, org)
+  }
+
+  org(orgId: string): CachedOrg | undefined {
+    return this.orgs.get(orgId)
+  }
+}

@@ -1,0 +1,82 @@
+import { asc, eq } from 'drizzle-orm'
+import type { Database, Executor } from '../../../db/client.ts'
+import { apiKeys, organizations } from '../../../db/schema/index.ts'
+import type { CachedKey, KeyCache } from './key-cache.ts'
+
+export type OrganizationRow = typeof organizations.$inferSelect
+export type ApiKeyRow = typeof apiKeys.$inferSelect
+
+export function toCachedKey(row: ApiKeyRow): CachedKey {
+  return {
+    id: row.id,
+    orgId: row.orgId,
+    type: row.type,
+    environment: row.environment,
+    keyHash: row.keyHash,
+    expiresAtMs: row.expiresAt?.getTime() ?? null,
+    revoked: row.revokedAt !== null,
+  }
+}
+
+export async function loadKeyCache(db: Database, cache: KeyCache): Promise<void> {
+  for (const row of await db.select().from(apiKeys)) cache.upsertKey(toCachedKey(row))
+  for (const row of await db.select().from(organizations)) {
+    cache.upsertOrg({ id: row.id, rateLimitPerMinute: row.rateLimitPerMinute })
+  }
+}
+
+export async function refreshCachedKey(db: Database, cache: KeyCache, keyId: string): Promise<void> {
+  const [row] = await db.select().from(apiKeys).where(eq(apiKeys.id, keyId))
+  if (row) cache.upsertKey(toCachedKey(row))
+}
+
+export async function refreshCachedOrg(db: Database, cache: KeyCache, orgId: string): Promise<void> {
+  const [row] = await db.select().from(organizations).where(eq(organizations.id, orgId))
+  if (row) cache.upsertOrg({ id: row.id, rateLimitPerMinute: row.rateLimitPerMinute })
+}
+
+export async function insertOrganization(executor: Executor, row: typeof organizations.$inferInsert): Promise<OrganizationRow> {
+  const [inserted] = await executor.insert(organizations).values(row).returning()
+  return inserted!
+}
+
+export async function findOrganization(executor: Executor, orgId: string): Promise<OrganizationRow | undefined> {
+  const [row] = await executor.select().from(organizations).where(eq(organizations.id, orgId))
+  return row
+}
+
+export async function listOrganizations(executor: Executor): Promise<OrganizationRow[]> {
+  return executor.select().from(organizations).orderBy(asc(organizations.id))
+}
+
+export async function updateOrganization(
+  executor: Executor,
+  orgId: string,
+  changes: Partial<typeof organizations.$inferInsert>,
+): Promise<OrganizationRow | undefined> {
+  const [row] = await executor.update(organizations).set(changes).where(eq(organizations.id, orgId)).returning()
+  return row
+}
+
+export async function insertKey(executor: Executor, row: typeof apiKeys.$inferInsert): Promise<ApiKeyRow> {
+  const [inserted] = await executor.insert(apiKeys).values(row).returning()
+  return inserted!
+}
+
+export async function findKey(executor: Executor, keyId: string): Promise<ApiKeyRow | undefined> {
+  const [row] = await executor.select().from(apiKeys).where(eq(apiKeys.id, keyId))
+  return row
+}
+
+export async function listKeys(executor: Executor, orgId: string): Promise<ApiKeyRow[]> {
+  return executor.select().from(apiKeys).where(eq(apiKeys.orgId, orgId)).orderBy(asc(apiKeys.id))
+}
+
+export async function updateKey(
+  executor: Executor,
+  keyId: string,
+  changes: Partial<typeof apiKeys.$inferInsert>,
+): Promise<ApiKeyRow | undefined> {
+  const [row] = await executor.update(apiKeys).set(changes).where(eq(apiKeys.id, keyId)).returning()
+  return row
+}

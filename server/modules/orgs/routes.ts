@@ -1,0 +1,96 @@
+import { Elysia, t } from 'elysia'
+import { apiDoc } from '../../platform/openapi.ts'
+import type { Runtime } from '../../runtime.ts'
+import {
+  ChecklistBody,
+  CreatedOrganization,
+  CreateOrganizationBody,
+  IssuedKey,
+  IssueKeyBody,
+  KeySummary,
+  LimitsBody,
+  Organization,
+  RotatedKey,
+  RotateKeyBody,
+  SignOffBody,
+} from './model.ts'
+import * as service from './service.ts'
+
+const OrgParams = t.Object({ orgId: t.String({ maxLength: 64 }) })
+const KeyParams = t.Object({ keyId: t.String({ maxLength: 64 }) })
+const doc = (summary: string, description?: string) => apiDoc(summary, 'Operators', { security: 'operator', description })
+
+/** The operator API: onboarding organizations and managing their keys and limits. */
+export function orgsOpsRoutes(runtime: Runtime) {
+  return new Elysia({ name: 'kassa/ops-orgs', prefix: '/ops/v1' })
+    .post(
+      '/orgs',
+      async ({ body, set }) => {
+        set.status = 201
+        return service.createOrganization(runtime, body.name)
+      },
+      {
+        body: CreateOrganizationBody,
+        response: { 201: CreatedOrganization },
+        detail: doc('Onboard an organization', 'Issues its sandbox keys: a test key and a sandbox publishable key, shown once.'),
+      },
+    )
+    .get('/orgs', async () => ({ orgs: await service.listOrganizations(runtime) }), {
+      response: t.Object({ orgs: t.Array(Organization) }),
+      detail: doc('List organizations'),
+    })
+    .get('/orgs/:orgId', ({ params }) => service.describeOrganization(runtime, params.orgId), {
+      params: OrgParams,
+      response: Organization,
+      detail: doc('Read an organization with its keys (never their secrets)'),
+    })
+    .post(
+      '/orgs/:orgId/keys',
+      async ({ params, body, set }) => {
+        set.status = 201
+        return service.issueOrganizationKey(runtime, params.orgId, body.type, body.environment)
+      },
+      {
+        params: OrgParams,
+        body: IssueKeyBody,
+        response: { 201: IssuedKey },
+        detail: doc('Issue a key', 'Test keys are sandbox only; production keys need the onboarding sign-off (409 conflict before it).'),
+      },
+    )
+    .post(
+      '/keys/:keyId/rotate',
+      async ({ params, body, set }) => {
+        set.status = 201
+        return service.rotateKey(runtime, params.keyId, body?.overlapSeconds)
+      },
+      {
+        params: KeyParams,
+        body: t.Optional(RotateKeyBody),
+        response: { 201: RotatedKey },
+        detail: doc('Rotate a key', 'Issues a replacement; the old key keeps working for overlapSeconds (24 h by default), then stops.'),
+      },
+    )
+    .post('/keys/:keyId/revoke', ({ params }) => service.revokeKey(runtime, params.keyId), {
+      params: KeyParams,
+      response: KeySummary,
+      detail: doc('Revoke a key', 'Takes effect on the very next request.'),
+    })
+    .patch('/orgs/:orgId/onboarding', ({ params, body }) => service.updateChecklist(runtime, params.orgId, body.items), {
+      params: OrgParams,
+      body: ChecklistBody,
+      response: Organization,
+      detail: doc('Mark onboarding checklist items'),
+    })
+    .post('/orgs/:orgId/onboarding/sign-off', ({ params, body }) => service.signOff(runtime, params.orgId, body.signedOffBy), {
+      params: OrgParams,
+      body: SignOffBody,
+      response: Organization,
+      detail: doc('Sign off onboarding', 'Every checklist item must be done; afterwards production keys can be issued.'),
+    })
+    .patch('/orgs/:orgId/limits', ({ params, body }) => service.setRateLimit(runtime, params.orgId, body.rateLimitPerMinute), {
+      params: OrgParams,
+      body: LimitsBody,
+      response: Organization,
+      detail: doc("Raise or restore an organization's rate limit"),
+    })
+}

@@ -1,0 +1,190 @@
+import { notify } from '../../../db/client.ts'
+import { ApiError, notFound } from '../../lib/errors.ts'
+import { randomToken, sha256Hex } from '../../lib/hash.ts'
+import { newId } from '../../lib/ids.ts'
+import { CHANGE_CHANNEL, type ChangeNotice, type Runtime } from '../../runtime.ts'
+import { KEY_PREFIXES, type KeyType } from './key-cache.ts'
+import type { IssuedKeyView, KeySummaryView, OnboardingItem, OrganizationView } from './model.ts'
+import { ONBOARDING_ITEMS } from './model.ts'
+import * as repo from './repo.ts'
+
+export const DEFAULT_KEY_RATE_LIMIT = 1000
+export const PUBLISHABLE_KEY_RATE_LIMIT = 100
+export const ANONYMOUS_RATE_LIMIT = 30
+export const DEFAULT_ROTATION_OVERLAP_SECONDS = 24 * 3600
+
+type Environment = 'sandbox' | 'production'
+
+async function announce(runtime: Runtime, notice: ChangeNotice): Promise<void> {
+  await notify(runtime.db, CHANGE_CHANNEL, JSON.stringify(notice))
+}
+
+function keyStatus(row: repo.ApiKeyRow, nowMs: number): KeySummaryView['status'] {
+  if (row.revokedAt !== null) return 'revoked'
+  if (row.expiresAt !== null) return row.expiresAt.getTime() <= nowMs ? 'expired' : 'expiring'
+  return 'active'
+}
+
+export function toKeySummary(row: repo.ApiKeyRow, nowMs: number): KeySummaryView {
+  return {
+    id: row.id,
+    type: row.type,
+    environment: row.environment,
+    lastFour: row.lastFour,
+    status: keyStatus(row, nowMs),
+    createdAt: row.createdAt.toISOString(),
+    expiresAt: row.expiresAt?.toISOString() ?? null,
+    revokedAt: row.revokedAt?.toISOString() ?? null,
+    replacedByKeyId: row.replacedByKeyId,
+  }
+}
+
+function assertKeyAllowed(org: repo.OrganizationRow, type: KeyType, environment: Environment): void {
+  if (type === 'test' && environment !== 'sandbox') {
+    throw new ApiError('invalid_request', 'Test keys exist only in sandbox', { field: 'environment' })
+  }
+  if (type === 'secret' && environment === 'sandbox') {
+    throw new ApiError('invalid_request', 'In sandbox the secret-level key is the test key (svc_test_)', { field: 'type' })
+  }
+  if (environment === 'production' && org.signedOffAt === null) {
+    throw new ApiError('conflict', 'Production keys are issued only after the onboarding checklist is signed off', {
+      field: 'environment',
+    })
+  }
+}
+
+/** Issues a key; the caller commits and then the key is cached and announced. */
+async function issueKey(
+  runtime: Runtime,
+  orgId: string,
+  type: KeyType,
+  environment: Environment,
+): Promise<{ row: repo.ApiKeyRow; issued: IssuedKeyView }> {
+  const secret = `${KEY_PREFIXES[type]}${randomToken(32)}`
+  const row = await repo.insertKey(runtime.db, {
+    id: newId('key'),
+    orgId,
+    type,
+    environment,
+    keyHash: sha256Hex(secret),
+    lastFour: secret.slice(-4),
+  })
+  runtime.keys.upsertKey(repo.toCachedKey(row))
+  await announce(runtime, { kind: 'key', id: row.id })
+  return {
+    row,
+    issued: { id: row.id, type: row.type, environment: row.environment, key: secret, createdAt: row.createdAt.toISOString() },
+  }
+}
+
+export async function createOrganization(runtime: Runtime, name: string) {
+  const org = await repo.insertOrganization(runtime.db, {
+    id: newId('org'),
+    name,
+    onboardingChecklist: Object.fromEntries(ONBOARDING_ITEMS.map((item) => [item, false])),
+  })
+  runtime.keys.upsertOrg({ id: org.id, rateLimitPerMinute: null })
+  const test = await issueKey(runtime, org.id, 'test', 'sandbox')
+  const publishable = await issueKey(runtime, org.id, 'publishable', 'sandbox')
+  return { id: org.id, name: org.name, keys: [test.issued, publishable.issued] }
+}
+
+async function requireOrganization(runtime: Runtime, orgId: string): Promise<repo.OrganizationRow> {
+  const org = await repo.findOrganization(runtime.db, orgId)
+  if (!org) throw notFound('organization')
+  return org
+}
+
+export async function describeOrganization(runtime: Runtime, orgId: string): Promise<OrganizationView> {
+  const org = await requireOrganization(runtime, orgId)
+  const keys = await repo.listKeys(runtime.db, orgId)
+  const nowMs = runtime.clock.wallNowMs()
+  return {
+    id: org.id,
+    name: org.name,
+    rateLimitPerMinute: org.rateLimitPerMinute ?? DEFAULT_KEY_RATE_LIMIT,
+    onboarding: {
+      checklist: org.onboardingChecklist,
+      signedOffAt: org.signedOffAt?.toISOString() ?? null,
+      signedOffBy: org.signedOffBy,
+    },
+    keys: keys.map((row) => toKeySummary(row, nowMs)),
+    createdAt: org.createdAt.toISOString(),
+  }
+}
+
+export async function listOrganizations(runtime: Runtime): Promise<OrganizationView[]> {
+  const orgs = await repo.listOrganizations(runtime.db)
+  return Promise.all(orgs.map((org) => describeOrganization(runtime, org.id)))
+}
+
+export async function issueOrganizationKey(runtime: Runtime, orgId: string, type: KeyType, environment: Environment) {
+  const org = await requireOrganization(runtime, orgId)
+  assertKeyAllowed(org, type, environment)
+  return (await issueKey(runtime, orgId, type, environment)).issued
+}
+
+async function requireKey(runtime: Runtime, keyId: string): Promise<repo.ApiKeyRow> {
+  const key = await repo.findKey(runtime.db, keyId)
+  if (!key) throw notFound('key')
+  return key
+}
+
+/**
+ * Rotation issues a new key of the same type and environment and gives the old one an expiry at
+ * the end of the overlap window, after which the key cache refuses it.
+ */
+export async function rotateKey(runtime: Runtime, keyId: string, overlapSeconds = DEFAULT_ROTATION_OVERLAP_SECONDS) {
+  const old = await requireKey(runtime, keyId)
+  const nowMs = runtime.clock.wallNowMs()
+  const status = keyStatus(old, nowMs)
+  if (status !== 'active') throw new ApiError('conflict', `Only an active key can be rotated; this key is ${status}`)
+  const replacement = await issueKey(runtime, old.orgId, old.type, old.environment)
+  const updated = await repo.updateKey(runtime.db, old.id, {
+    expiresAt: new Date(nowMs + overlapSeconds * 1000),
+    replacedByKeyId: replacement.row.id,
+  })
+  runtime.keys.upsertKey(repo.toCachedKey(updated!))
+  await announce(runtime, { kind: 'key', id: old.id })
+  return { key: replacement.issued, previous: toKeySummary(updated!, nowMs) }
+}
+
+export async function revokeKey(runtime: Runtime, keyId: string): Promise<KeySummaryView> {
+  const key = await requireKey(runtime, keyId)
+  const nowMs = runtime.clock.wallNowMs()
+  const updated = key.revokedAt === null ? await repo.updateKey(runtime.db, keyId, { revokedAt: new Date(nowMs) }) : key
+  // The cache changes before the answer leaves, so the very next request with this key fails.
+  runtime.keys.upsertKey(repo.toCachedKey(updated!))
+  await announce(runtime, { kind: 'key', id: keyId })
+  return toKeySummary(updated!, nowMs)
+}
+
+export async function updateChecklist(
+  runtime: Runtime,
+  orgId: string,
+  items: Partial<Record<OnboardingItem, boolean>>,
+): Promise<OrganizationView> {
+  const org = await requireOrganization(runtime, orgId)
+  if (org.signedOffAt !== null) throw new ApiError('conflict', 'Onboarding is already signed off')
+  await repo.updateOrganization(runtime.db, orgId, { onboardingChecklist: { ...org.onboardingChecklist, ...items } })
+  return describeOrganization(runtime, orgId)
+}
+
+export async function signOff(runtime: Runtime, orgId: string, signedOffBy: string): Promise<OrganizationView> {
+  const org = await requireOrganization(runtime, orgId)
+  if (org.signedOffAt !== null) throw new ApiError('conflict', 'Onboarding is already signed off')
+  const open = ONBOARDING_ITEMS.filter((item) => org.onboardingChecklist[item] !== true)
+  if (open.length > 0) {
+    throw new ApiError('conflict', `Checklist items not done: ${open.join(', ')}`, { field: `checklist.${open[0]}` })
+  }
+  await repo.updateOrganization(runtime.db, orgId, { signedOffAt: new Date(runtime.clock.wallNowMs()), signedOffBy })
+  return describeOrganization(runtime, orgId)
+}
+
+export async function setRateLimit(runtime: Runtime, orgId: string, rateLimitPerMinute: number | null): Promise<OrganizationView> {
+  await requireOrganization(runtime, orgId)
+  await repo.updateOrganization(runtime.db, orgId, { rateLimitPerMinute })
+  runtime.keys.upsertOrg({ id: orgId, rateLimitPerMinute })
+  await announce(runtime, { kind: 'org', id: orgId })
+  return describeOrganization(runtime, orgId)
+}

@@ -1,0 +1,113 @@
+import { Elysia } from 'elysia'
+import { ApiError } from '../lib/errors.ts'
+import { timingSafeEqualStrings } from '../lib/hash.ts'
+import type { CachedKey, KeyType } from '../modules/orgs/key-cache.ts'
+import { ANONYMOUS_RATE_LIMIT, DEFAULT_KEY_RATE_LIMIT, PUBLISHABLE_KEY_RATE_LIMIT } from '../modules/orgs/service.ts'
+import type { Runtime } from '../runtime.ts'
+
+/** Who is calling: an organization through one of its keys, or nobody (a public read). */
+export interface Principal {
+  orgId: string
+  keyId: string
+  keyType: KeyType
+}
+
+/**
+ * What a route needs. `public`: no key needed (a key, when sent, still counts and is checked);
+ * `publishable`: any key of the organization (catalogs, prices, building transactions);
+ * `secret`: a secret key, or a test key on sandbox.
+ */
+export type Access = 'public' | 'publishable' | 'secret'
+
+const principals = new WeakMap<Request, Principal>()
+
+export function principalOf(request: Request): Principal | undefined {
+  return principals.get(request)
+}
+
+/** The key a request presents, from `Authorization: Bearer` or `x-api-key`; undefined when none. */
+export function presentedKey(request: Request): string | undefined {
+  const authorization = request.headers.get('authorization')
+  if (authorization !== null) {
+    const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization)
+    if (!match) throw new ApiError('authentication_error', 'Authorization header must be "Bearer <API key>"')
+    return match[1]
+  }
+  const apiKey = request.headers.get('x-api-key')
+  if (apiKey !== null) return apiKey.trim()
+  return undefined
+}
+
+const FAILURE_MESSAGES = {
+  unknown: 'Invalid API key',
+  revoked: 'This API key has been revoked',
+  expired: 'This API key has expired after rotation',
+  wrong_environment: 'This API key belongs to the other environment',
+} as const
+
+function authenticate(runtime: Runtime, request: Request): CachedKey | undefined {
+  const presented = presentedKey(request)
+  if (presented === undefined) return undefined
+  const result = runtime.keys.lookup(presented, runtime.clock.wallNowMs())
+  if (!result.ok) throw new ApiError('authentication_error', FAILURE_MESSAGES[result.reason])
+  return result.key
+}
+
+function limitFor(runtime: Runtime, key: CachedKey | undefined): number {
+  if (key === undefined) return ANONYMOUS_RATE_LIMIT
+  if (key.type === 'publishable') return PUBLISHABLE_KEY_RATE_LIMIT
+  return runtime.keys.org(key.orgId)?.rateLimitPerMinute ?? DEFAULT_KEY_RATE_LIMIT
+}
+
+function sourceAddress(request: Request, server: { requestIP(request: Request): { address: string } | null } | null): string {
+  return server?.requestIP(request)?.address ?? 'unknown'
+}
+
+/**
+ * Authentication and rate limiting for `/v1`, before anything else looks at the request: a bad
+ * key is 401 whatever the body, and every request (even one that ends in 404) is counted and
+ * carries the rate headers.
+ */
+export function apiKeyAuthPlugin(runtime: Runtime) {
+  return new Elysia({ name: 'kassa/api-key-auth' }).onRequest(async ({ request, set, server }) => {
+    const path = new URL(request.url).pathname
+    if (!path.startsWith('/v1/') && path !== '/v1') return
+    const key = authenticate(runtime, request)
+    const bucket = key ? `key:${key.id}` : `ip:${sourceAddress(request, server)}`
+    const decision = await runtime.rateLimiter.hit(bucket, limitFor(runtime, key), runtime.clock.wallNowMs())
+    set.headers['x-ratelimit-limit'] = String(decision.limit)
+    set.headers['x-ratelimit-remaining'] = String(decision.remaining)
+    if (!decision.allowed) {
+      throw new ApiError('rate_limited', `Rate limit of ${decision.limit} requests per minute exceeded`, {
+        headers: { 'retry-after': String(decision.retryAfterSeconds) },
+      })
+    }
+    if (key) principals.set(request, { orgId: key.orgId, keyId: key.id, keyType: key.type })
+  })
+}
+
+/** Checks a route's access level against the caller; answers the principal for org-scoped routes. */
+export function requireAccess(request: Request, access: Access): Principal | undefined {
+  const principal = principalOf(request)
+  if (access === 'public') return principal
+  if (principal === undefined) {
+    throw new ApiError('authentication_error', 'An API key is required: send "Authorization: Bearer <API key>"')
+  }
+  if (access === 'secret' && principal.keyType === 'publishable') {
+    throw new ApiError('permission_denied', 'This endpoint needs a secret key (or a test key on sandbox)')
+  }
+  return principal
+}
+
+/** Operators authenticate with the operator token as a Bearer token; compared in constant time. */
+export function operatorAuthPlugin(runtime: Runtime) {
+  return new Elysia({ name: 'kassa/operator-auth' }).onRequest(({ request }) => {
+    const path = new URL(request.url).pathname
+    if (!path.startsWith('/ops/')) return
+    const authorization = request.headers.get('authorization') ?? ''
+    const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization)
+    if (!match || !timingSafeEqualStrings(match[1]!, runtime.operatorToken)) {
+      throw new ApiError('authentication_error', 'Operator token required: send "Authorization: Bearer <OPERATOR_TOKEN>"')
+    }
+  })
+}

@@ -1,0 +1,50 @@
+import { Elysia } from 'elysia'
+import { ApiError } from '../lib/errors.ts'
+
+async function readLimited(request: Request, limitBytes: number): Promise<string> {
+  const declared = request.headers.get('content-length')
+  if (declared !== null && Number(declared) > limitBytes) throw tooLarge(limitBytes)
+  if (request.body === null) return ''
+  const reader = request.body.getReader()
+  const chunks: Uint8Array[] = []
+  let total = 0
+  for (;;) {
+    const { done, value } = await reader.read()
+    if (done) break
+    total += value.byteLength
+    if (total > limitBytes) {
+      await reader.cancel()
+      throw tooLarge(limitBytes)
+    }
+    chunks.push(value)
+  }
+  return Buffer.concat(chunks).toString('utf8')
+}
+
+function tooLarge(limitBytes: number): ApiError {
+  return new ApiError('invalid_request', `The request body exceeds the limit of ${limitBytes} bytes`, {
+    field: 'body',
+    statusOverride: 413,
+  })
+}
+
+/**
+ * Bodies are JSON, at most `limitBytes` (BODY_LIMIT_BYTES, 256 KiB by default), counted as they
+ * stream so a missing Content-Length cannot get around the limit.
+ */
+export function jsonBodyPlugin(limitBytes: number) {
+  return new Elysia({ name: 'kassa/json-body' }).onParse({ as: 'global' }, async ({ request }) => {
+    if (request.method === 'GET' || request.method === 'HEAD') return
+    const text = await readLimited(request, limitBytes)
+    if (text.trim() === '') return {}
+    const contentType = request.headers.get('content-type') ?? ''
+    if (!/^application\/(.+\+)?json\b/i.test(contentType)) {
+      throw new ApiError('invalid_request', 'Content-Type must be application/json', { field: 'content-type' })
+    }
+    try {
+      return JSON.parse(text)
+    } catch {
+      throw new ApiError('invalid_request', 'The request body is not valid JSON', { field: 'body' })
+    }
+  })
+}

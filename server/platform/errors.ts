@@ -1,0 +1,110 @@
+import { Elysia, t } from 'elysia'
+import { AssertionError } from '../lib/assert.ts'
+import { ApiError, ERROR_STATUS, type ErrorCode } from '../lib/errors.ts'
+import { newId } from '../lib/ids.ts'
+
+/** The one error body, everywhere. */
+export const ErrorBody = t.Object(
+  {
+    error: t.Object({
+      code: t.Union(
+        (Object.keys(ERROR_STATUS) as ErrorCode[]).map((code) => t.Literal(code)),
+        { description: 'Stable machine-readable code from the contract' },
+      ),
+      message: t.String({ description: 'Human-readable explanation; may change, do not parse it' }),
+      field: t.Optional(t.String({ description: 'The request field at fault, as a dotted path' })),
+      requestId: t.String({ description: 'Also sent as the X-Request-Id header; quote it to support' }),
+    }),
+  },
+  { title: 'Error' },
+)
+
+export interface ErrorBodyValue {
+  error: { code: ErrorCode; message: string; field?: string; requestId: string }
+}
+
+const requestIds = new WeakMap<Request, string>()
+
+export function requestIdOf(request: Request): string {
+  let id = requestIds.get(request)
+  if (id === undefined) {
+    id = newId('req')
+    requestIds.set(request, id)
+  }
+  return id
+}
+
+/** Turns `/metadata/tier` (TypeBox's pointer) into `metadata.tier`. */
+function fieldFromPointer(pointer: string | undefined): string | undefined {
+  if (pointer === undefined || pointer === '' || pointer === '/') return undefined
+  return pointer.replace(/^\//, '').replaceAll('/', '.')
+}
+
+interface ValidationIssue {
+  path?: string
+  message?: string
+  summary?: string
+  schema?: { error?: string }
+}
+
+function fromValidationError(error: unknown, on: string): ApiError {
+  const issues: ValidationIssue[] = ((error as { all?: ValidationIssue[] }).all ?? []) as ValidationIssue[]
+  const first = issues[0]
+  const pointerField = fieldFromPointer(first?.path)
+  const field = pointerField ?? (on === 'body' ? 'body' : on)
+  let message = first?.schema?.error ?? first?.summary ?? first?.message ?? 'Invalid request'
+  if (first?.message === 'Unexpected property') message = `Unknown field '${field}'`
+  else if (on === 'query' && pointerField) message = `Query parameter '${pointerField}': ${first?.message ?? 'invalid'}`
+  return new ApiError('invalid_request', message, { field })
+}
+
+export function toApiError(code: string | number, error: unknown): ApiError {
+  if (error instanceof ApiError) return error
+  switch (code) {
+    case 'VALIDATION':
+      return fromValidationError(error, (error as { type?: string }).type ?? 'body')
+    case 'PARSE':
+      return new ApiError('invalid_request', 'The request body is not valid JSON', { field: 'body' })
+    case 'NOT_FOUND':
+      return new ApiError('not_found', 'No such route')
+    case 'INVALID_COOKIE_SIGNATURE':
+      return new ApiError('invalid_request', 'Invalid cookie')
+    default:
+      return new ApiError('internal', 'An internal error occurred; quote the request id to support')
+  }
+}
+
+export function errorResponse(error: ApiError, requestId: string, headers: Record<string, string | number> = {}): Response {
+  const body: ErrorBodyValue = { error: { code: error.code, message: error.message, requestId } }
+  if (error.field !== undefined) body.error.field = error.field
+  const responseHeaders = new Headers()
+  for (const [name, value] of Object.entries(headers)) responseHeaders.set(name, String(value))
+  for (const [name, value] of Object.entries(error.headers ?? {})) responseHeaders.set(name, value)
+  responseHeaders.set('content-type', 'application/json')
+  responseHeaders.set('x-request-id', requestId)
+  return new Response(JSON.stringify(body), { status: error.status, headers: responseHeaders })
+}
+
+export type ErrorListener = (request: Request, error: ApiError, response: Response) => Promise<void> | void
+
+/**
+ * Request ids and the mapping of every failure to the one error body. Unexpected errors are
+ * logged with their stack on the server and reach the client only as `internal` with a request id.
+ */
+export function errorsPlugin(options: { onErrorResponse?: ErrorListener } = {}) {
+  return new Elysia({ name: 'kassa/errors' })
+    .onRequest(({ request, set }) => {
+      set.headers['x-request-id'] = requestIdOf(request)
+    })
+    .onError({ as: 'global' }, async ({ code, error, request, set }) => {
+      const apiError = toApiError(code, error)
+      const requestId = requestIdOf(request)
+      if (apiError.code === 'internal') {
+        const kind = error instanceof AssertionError ? 'assertion failed' : 'unexpected error'
+        console.error(`[${requestId}] ${kind}:`, error)
+      }
+      const response = errorResponse(apiError, requestId, set.headers as Record<string, string | number>)
+      await options.onErrorResponse?.(request, apiError, response)
+      return response
+    })
+}

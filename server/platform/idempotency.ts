@@ -1,0 +1,164 @@
+import { and, eq, lt, sql } from 'drizzle-orm'
+import type { Database } from '../../db/client.ts'
+import { idempotencyRecords } from '../../db/schema/index.ts'
+import { ApiError } from '../lib/errors.ts'
+import { sha256Hex } from '../lib/hash.ts'
+import type { Principal } from './auth.ts'
+
+export const IDEMPOTENCY_HEADER = 'idempotency-key'
+export const REPLAYED_HEADER = 'idempotent-replayed'
+/** Records are kept at least this long; a purge removes them afterwards. */
+export const IDEMPOTENCY_RETENTION_MS = 24 * 3600 * 1000
+/** An in-progress claim older than this belonged to a process that died; a retry may take it over. */
+export const IDEMPOTENCY_LOCK_MS = 60 * 1000
+const KEY_SHAPE = /^[\x21-\x7e]{1,255}$/
+
+interface Claim {
+  orgId: string
+  key: string
+}
+
+const claims = new WeakMap<Request, Claim>()
+
+/** Object keys sorted at every depth, so the same body always hashes the same. */
+export function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`
+  if (value !== null && typeof value === 'object') {
+    const entries = Object.entries(value as Record<string, unknown>)
+      .filter(([, v]) => v !== undefined)
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`
+  }
+  return JSON.stringify(value ?? null)
+}
+
+function describeDifference(
+  stored: { method: string; path: string; requestBody: unknown },
+  method: string,
+  path: string,
+  body: unknown,
+): { field: string; message: string } {
+  if (stored.method !== method || stored.path !== path) {
+    return {
+      field: 'Idempotency-Key',
+      message: `This Idempotency-Key was first used for ${stored.method} ${stored.path}, not ${method} ${path}`,
+    }
+  }
+  const before = (stored.requestBody ?? {}) as Record<string, unknown>
+  const after = (body ?? {}) as Record<string, unknown>
+  const fields = [...new Set([...Object.keys(before), ...Object.keys(after)])].sort()
+  const differing = fields.filter((field) => canonicalJson(before[field]) !== canonicalJson(after[field]))
+  const list = differing.length > 0 ? differing.join(', ') : 'body'
+  return {
+    field: differing[0] ?? 'body',
+    message: `This Idempotency-Key was used with a different request body; differing fields: ${list}`,
+  }
+}
+
+export type IdempotencyOutcome = { kind: 'proceed' } | { kind: 'replay'; status: number; body: string }
+
+/**
+ * Stripe's model: a key is scoped to the organization and kept 24 h; the first request's answer
+ * (status and body, success or failure) is saved and replayed to retries with the same body. A
+ * request that fails validation is not saved, so it can be corrected and retried with the same key.
+ */
+export class IdempotencyStore {
+  constructor(
+    private readonly db: Database,
+    private readonly wallNowMs: () => number,
+  ) {}
+
+  async begin(request: Request, principal: Principal, path: string, body: unknown): Promise<IdempotencyOutcome> {
+    const key = request.headers.get(IDEMPOTENCY_HEADER)
+    if (key === null) return { kind: 'proceed' }
+    if (!KEY_SHAPE.test(key)) {
+      throw new ApiError('invalid_request', 'Idempotency-Key must be 1 to 255 printable ASCII characters', {
+        field: 'Idempotency-Key',
+      })
+    }
+    const method = request.method
+    const requestHash = sha256Hex(`${method} ${path}\n${canonicalJson(body)}`)
+    const nowMs = this.wallNowMs()
+    const fresh = {
+      orgId: principal.orgId,
+      key,
+      method,
+      path,
+      requestHash,
+      requestBody: body ?? null,
+      state: 'in_progress' as const,
+      lockedUntil: new Date(nowMs + IDEMPOTENCY_LOCK_MS),
+      expiresAt: new Date(nowMs + IDEMPOTENCY_RETENTION_MS),
+    }
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const inserted = await this.db.insert(idempotencyRecords).values(fresh).onConflictDoNothing().returning({ key: idempotencyRecords.key })
+      if (inserted.length === 1) {
+        claims.set(request, { orgId: principal.orgId, key })
+        return { kind: 'proceed' }
+      }
+      const [existing] = await this.db
+        .select()
+        .from(idempotencyRecords)
+        .where(and(eq(idempotencyRecords.orgId, principal.orgId), eq(idempotencyRecords.key, key)))
+      if (!existing) continue
+      if (existing.expiresAt.getTime() <= nowMs) {
+        await this.db
+          .delete(idempotencyRecords)
+          .where(and(eq(idempotencyRecords.orgId, principal.orgId), eq(idempotencyRecords.key, key), lt(idempotencyRecords.expiresAt, new Date(nowMs))))
+        continue
+      }
+      if (existing.requestHash !== requestHash) {
+        const difference = describeDifference(existing, method, path, body)
+        throw new ApiError('idempotency_conflict', difference.message, { field: difference.field })
+      }
+      if (existing.state === 'completed') {
+        return { kind: 'replay', status: existing.responseStatus!, body: existing.responseBody! }
+      }
+      if (existing.lockedUntil.getTime() > nowMs) {
+        throw new ApiError('idempotency_in_progress', 'A request with this Idempotency-Key is still being processed; retry shortly')
+      }
+      const [taken] = await this.db
+        .update(idempotencyRecords)
+        .set({ lockedUntil: fresh.lockedUntil })
+        .where(
+          and(
+            eq(idempotencyRecords.orgId, principal.orgId),
+            eq(idempotencyRecords.key, key),
+            eq(idempotencyRecords.state, 'in_progress'),
+            lt(idempotencyRecords.lockedUntil, new Date(nowMs)),
+          ),
+        )
+        .returning({ key: idempotencyRecords.key })
+      if (taken) {
+        claims.set(request, { orgId: principal.orgId, key })
+        return { kind: 'proceed' }
+      }
+    }
+    throw new ApiError('idempotency_in_progress', 'A request with this Idempotency-Key is still being processed; retry shortly')
+  }
+
+  /** Saves the answer of a claimed request; a no-op for requests without a key. */
+  async complete(request: Request, status: number, body: string): Promise<void> {
+    const claim = claims.get(request)
+    if (claim === undefined) return
+    claims.delete(request)
+    await this.db
+      .update(idempotencyRecords)
+      .set({ state: 'completed', responseStatus: status, responseBody: body })
+      .where(and(eq(idempotencyRecords.orgId, claim.orgId), eq(idempotencyRecords.key, claim.key)))
+  }
+
+  /** Forgets a claim whose request was refused as invalid, so the key can be used again. */
+  async release(request: Request): Promise<void> {
+    const claim = claims.get(request)
+    if (claim === undefined) return
+    claims.delete(request)
+    await this.db
+      .delete(idempotencyRecords)
+      .where(and(eq(idempotencyRecords.orgId, claim.orgId), eq(idempotencyRecords.key, claim.key), eq(idempotencyRecords.state, 'in_progress')))
+  }
+
+  async purgeExpired(): Promise<void> {
+    await this.db.delete(idempotencyRecords).where(sql`${idempotencyRecords.expiresAt} < ${new Date(this.wallNowMs())}`)
+  }
+}

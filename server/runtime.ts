@@ -1,0 +1,99 @@
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import type { Config } from './config.ts'
+import { openDatabase, runMigrations, type Database, type DatabaseHandle } from '../db/client.ts'
+import { randomToken } from './lib/hash.ts'
+import { Clock } from './modules/clock/clock.ts'
+import { KeyCache } from './modules/orgs/key-cache.ts'
+import { loadKeyCache, refreshCachedKey, refreshCachedOrg } from './modules/orgs/repo.ts'
+import { createRateLimiter, type RateLimiter } from './platform/rate-limit-store.ts'
+
+/** What instances tell each other after a change that lives in a cache. */
+export type ChangeNotice = { kind: 'key'; id: string } | { kind: 'org'; id: string } | { kind: 'clock'; id: string }
+
+export const CHANGE_CHANNEL = 'kassa_changes'
+
+/** Everything a request needs, built once per process and passed to each module explicitly. */
+export interface Runtime {
+  config: Config
+  database: DatabaseHandle
+  db: Database
+  clock: Clock
+  keys: KeyCache
+  rateLimiter: RateLimiter
+  operatorToken: string
+  /** Background loops (expiry sweeps, purges) register their stop functions here. */
+  stoppers: Array<() => Promise<void> | void>
+}
+
+export interface RuntimeOptions {
+  /** A database already opened by the caller (tests); otherwise opened from the config. */
+  database?: DatabaseHandle
+  wallClockMs?: () => number
+}
+
+export async function createRuntime(config: Config, options: RuntimeOptions = {}): Promise<Runtime> {
+  const database =
+    options.database ??
+    (await openDatabase({
+      databaseUrl: config.databaseUrl,
+      embeddedPath: join(config.dataDir, 'pglite'),
+      poolMax: config.databasePoolMax,
+    }))
+  await runMigrations(database, config.databaseUrl)
+  const db = database.db
+  const clock = new Clock(db, options.wallClockMs)
+  await clock.load()
+  const keys = new KeyCache(config.serviceEnv)
+  await loadKeyCache(db, keys)
+  const runtime: Runtime = {
+    config,
+    database,
+    db,
+    clock,
+    keys,
+    rateLimiter: createRateLimiter(config.rateLimitStore, db),
+    operatorToken: resolveOperatorToken(config),
+    stoppers: [],
+  }
+  await database.listen(CHANGE_CHANNEL, (payload) => {
+    void applyChangeNotice(runtime, payload)
+  })
+  return runtime
+}
+
+async function applyChangeNotice(runtime: Runtime, payload: string): Promise<void> {
+  let notice: ChangeNotice
+  try {
+    notice = JSON.parse(payload) as ChangeNotice
+  } catch {
+    return
+  }
+  try {
+    if (notice.kind === 'key') await refreshCachedKey(runtime.db, runtime.keys, notice.id)
+    else if (notice.kind === 'org') await refreshCachedOrg(runtime.db, runtime.keys, notice.id)
+    else if (notice.kind === 'clock') await runtime.clock.refresh(notice.id)
+  } catch (error) {
+    console.error('failed to apply change notice', notice, error)
+  }
+}
+
+/**
+ * In sandbox without OPERATOR_TOKEN, a token is generated on first start, printed once and kept
+ * in the data folder (mode 0600) so restarts keep it. Production requires the variable.
+ */
+function resolveOperatorToken(config: Config): string {
+  if (config.operatorToken !== undefined) return config.operatorToken
+  const path = join(config.dataDir, 'operator-token')
+  if (existsSync(path)) return readFileSync(path, 'utf8').trim()
+  mkdirSync(config.dataDir, { recursive: true })
+  const token = `op_${randomToken(32)}`
+  writeFileSync(path, `${token}\n`, { mode: 0o600 })
+  console.log(`Generated an operator token (shown once, kept in ${path}):\n  ${token}`)
+  return token
+}
+
+export async function closeRuntime(runtime: Runtime): Promise<void> {
+  for (const stop of runtime.stoppers.splice(0)) await stop()
+  await runtime.database.close()
+}

@@ -1,0 +1,85 @@
+import { createApp, type Kassa } from '../../server/app.ts'
+import { configForTests, type Config } from '../../server/config.ts'
+import { createTestDatabase, type TestDatabase } from './db.ts'
+
+export interface TestApp {
+  kassa: Kassa
+  database: TestDatabase
+  config: Config
+  /** Sends a request through `app.handle`; a JSON body is serialized and typed. */
+  call(method: string, path: string, options?: CallOptions): Promise<TestResponse>
+  /** Calls the operator API with the operator token. */
+  ops(method: string, path: string, body?: unknown): Promise<TestResponse>
+  createOrg(name?: string): Promise<TestOrg>
+  close(): Promise<void>
+}
+
+export interface CallOptions {
+  key?: string
+  body?: unknown
+  headers?: Record<string, string>
+  rawBody?: string
+}
+
+export interface TestResponse {
+  status: number
+  headers: Headers
+  body: any
+}
+
+export interface TestOrg {
+  id: string
+  testKey: string
+  testKeyId: string
+  publishableKey: string
+  publishableKeyId: string
+}
+
+export async function startTestApp(overrides: Partial<Config> = {}): Promise<TestApp> {
+  const database = await createTestDatabase()
+  const config = configForTests({ databaseUrl: database.databaseUrl, ...overrides })
+  const handle = await database.open()
+  const kassa = await createApp(config, { database: handle })
+
+  async function call(method: string, path: string, options: CallOptions = {}): Promise<TestResponse> {
+    const headers = new Headers(options.headers)
+    if (options.key !== undefined) headers.set('authorization', `Bearer ${options.key}`)
+    let body: string | undefined = options.rawBody
+    if (options.body !== undefined) {
+      body = JSON.stringify(options.body)
+      if (!headers.has('content-type')) headers.set('content-type', 'application/json')
+    }
+    const response = await kassa.app.handle(new Request(`http://kassa.test${path}`, { method, headers, body }))
+    const text = await response.text()
+    let parsed: unknown = text
+    try {
+      parsed = text === '' ? undefined : JSON.parse(text)
+    } catch {
+      // Not JSON (an HTML page); the raw text is the body.
+    }
+    return { status: response.status, headers: response.headers, body: parsed }
+  }
+
+  const ops = (method: string, path: string, body?: unknown) =>
+    call(method, path, { body, headers: { authorization: `Bearer ${config.operatorToken}` } })
+
+  return {
+    kassa,
+    database,
+    config,
+    call,
+    ops,
+    async createOrg(name = 'Test Org') {
+      const response = await ops('POST', '/ops/v1/orgs', { name })
+      if (response.status !== 201) throw new Error(`creating an org failed: ${JSON.stringify(response.body)}`)
+      const keys = response.body.keys as Array<{ id: string; type: string; key: string }>
+      const test = keys.find((key) => key.type === 'test')!
+      const publishable = keys.find((key) => key.type === 'publishable')!
+      return { id: response.body.id, testKey: test.key, testKeyId: test.id, publishableKey: publishable.key, publishableKeyId: publishable.id }
+    },
+    async close() {
+      await kassa.close()
+      await database.drop()
+    },
+  }
+}
