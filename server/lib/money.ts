@@ -21,7 +21,8 @@ export function parseAmount(value: unknown, decimals: number, field: string, opt
     throw new ApiError('invalid_request', `Amounts have at most ${MAX_WHOLE_DIGITS} whole digits`, { field })
   }
   if (fraction.length > decimals) {
-    throw new ApiError('invalid_request', `This asset has ${decimals} decimals; "${value}" has ${fraction.length}`, { field })
+    // Only the start of the value is echoed: the fraction may be arbitrarily long.
+    throw new ApiError('invalid_request', `This asset has ${decimals} decimals; "${value.slice(0, 40)}" has ${fraction.length}`, { field })
   }
   const minor = BigInt(whole + fraction.padEnd(decimals, '0'))
   if (minor === 0n && !options.allowZero) {

@@ -12,6 +12,11 @@ const STATE_CHANGING_METHODS = new Set(['POST', 'PATCH', 'PUT', 'DELETE'])
 export function accessPlugin(idempotency: IdempotencyStore) {
   return new Elysia({ name: 'kassa/access' }).macro({
     access: (level: Access) => ({
+      // Transform runs before validation: a caller without the right key learns nothing about the
+      // body schema, and a publishable key gets 403 rather than a 400 about its body.
+      transform({ request }) {
+        requireAccess(request, level)
+      },
       resolve({ request }) {
         return { principal: requireAccess(request, level) as Principal }
       },

@@ -65,14 +65,22 @@ function sourceAddress(request: Request, server: { requestIP(request: Request): 
 
 /**
  * Authentication and rate limiting for `/v1`, before anything else looks at the request: a bad
- * key is 401 whatever the body, and every request (even one that ends in 404) is counted and
- * carries the rate headers.
+ * key is 401 whatever the body, and every request (even one that ends in 404 or 401) is counted
+ * and carries the rate headers. A request whose key fails is counted per source IP like one
+ * without a key, so guessing keys is held to the anonymous limit instead of being free.
  */
 export function apiKeyAuthPlugin(runtime: Runtime) {
   return new Elysia({ name: 'kassa/api-key-auth' }).onRequest(async ({ request, set, server }) => {
     const path = new URL(request.url).pathname
     if (!path.startsWith('/v1/') && path !== '/v1') return
-    const key = authenticate(runtime, request)
+    let key: CachedKey | undefined
+    let authenticationFailure: ApiError | undefined
+    try {
+      key = authenticate(runtime, request)
+    } catch (error) {
+      if (!(error instanceof ApiError)) throw error
+      authenticationFailure = error
+    }
     const bucket = key ? `key:${key.id}` : `ip:${sourceAddress(request, server)}`
     const decision = await runtime.rateLimiter.hit(bucket, limitFor(runtime, key), runtime.clock.wallNowMs())
     set.headers['x-ratelimit-limit'] = String(decision.limit)
@@ -82,6 +90,7 @@ export function apiKeyAuthPlugin(runtime: Runtime) {
         headers: { 'retry-after': String(decision.retryAfterSeconds) },
       })
     }
+    if (authenticationFailure) throw authenticationFailure
     if (key) principals.set(request, { orgId: key.orgId, keyId: key.id, keyType: key.type })
   })
 }

@@ -44,7 +44,14 @@ interface ValidationIssue {
   path?: string
   message?: string
   summary?: string
-  schema?: { error?: string }
+  schema?: { error?: string; anyOf?: Array<{ const?: unknown }> }
+}
+
+/** For a choice among literals, names the choices; Elysia's own summary names only their types. */
+function describeChoice(issue: ValidationIssue | undefined, field: string): string | undefined {
+  const choices = issue?.schema?.anyOf
+  if (!Array.isArray(choices) || choices.length === 0 || !choices.every((choice) => choice.const !== undefined)) return undefined
+  return `${field} must be one of: ${choices.map((choice) => String(choice.const)).join(', ')}`
 }
 
 function fromValidationError(error: unknown, on: string): ApiError {
@@ -52,7 +59,7 @@ function fromValidationError(error: unknown, on: string): ApiError {
   const first = issues[0]
   const pointerField = fieldFromPointer(first?.path)
   const field = pointerField ?? (on === 'body' ? 'body' : on)
-  let message = first?.schema?.error ?? first?.summary ?? first?.message ?? 'Invalid request'
+  let message = first?.schema?.error ?? describeChoice(first, field) ?? first?.summary ?? first?.message ?? 'Invalid request'
   if (first?.message === 'Unexpected property') message = `Unknown field '${field}'`
   else if (on === 'query' && pointerField) message = `Query parameter '${pointerField}': ${first?.message ?? 'invalid'}`
   return new ApiError('invalid_request', message, { field })
@@ -61,10 +68,19 @@ function fromValidationError(error: unknown, on: string): ApiError {
 export function toApiError(code: string | number, error: unknown): ApiError {
   if (error instanceof ApiError) return error
   switch (code) {
-    case 'VALIDATION':
-      return fromValidationError(error, (error as { type?: string }).type ?? 'body')
-    case 'PARSE':
+    case 'VALIDATION': {
+      const on = (error as { type?: string }).type ?? 'body'
+      // A response that fails its own schema is the server's fault, never the caller's request.
+      if (on === 'response') return new ApiError('internal', 'An internal error occurred; quote the request id to support')
+      return fromValidationError(error, on)
+    }
+    case 'PARSE': {
+      // Elysia wraps whatever a parse hook throws in its own ParseError; the body plugin's own
+      // refusals (413 for an oversized body, a wrong Content-Type) travel as its cause.
+      const cause = (error as { cause?: unknown }).cause
+      if (cause instanceof ApiError) return cause
       return new ApiError('invalid_request', 'The request body is not valid JSON', { field: 'body' })
+    }
     case 'NOT_FOUND':
       return new ApiError('not_found', 'No such route')
     case 'INVALID_COOKIE_SIGNATURE':

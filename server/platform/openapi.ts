@@ -1,12 +1,15 @@
 import { swagger } from '@elysiajs/swagger'
+import { Elysia } from 'elysia'
 import { ERROR_STATUS } from '../lib/errors.ts'
 import { ErrorBody } from './errors.ts'
 
 const errorContent = { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } }
 
 /**
- * Route documentation: a summary, a tag, and the one error body for every failure status, so the
- * OpenAPI document says what a client meets when something goes wrong.
+ * Route documentation: a summary, a tag and the security the route needs. It carries no
+ * `responses`: the swagger plugin spreads `detail` over the responses it builds from the route's
+ * `response` schemas, so any here would erase the success bodies. The one error body is added to
+ * every operation when the document is served (see `toOpenApi31`).
  */
 export function apiDoc(summary: string, tag: string, options: { description?: string; security?: 'key' | 'public' | 'operator' } = {}) {
   const security = options.security ?? 'key'
@@ -16,10 +19,89 @@ export function apiDoc(summary: string, tag: string, options: { description?: st
     ...(options.description ? { description: options.description } : {}),
     security:
       security === 'public' ? [{}, { bearerAuth: [] }, { apiKeyHeader: [] }] : security === 'operator' ? [{ operatorToken: [] }] : [{ bearerAuth: [] }, { apiKeyHeader: [] }],
-    responses: {
-      default: { description: 'An error, in the one error body', content: errorContent },
-    },
   } as Record<string, unknown>
+}
+
+const OPENAPI_PATH = '/openapi.json'
+const JSON_MEDIA_TYPE = 'application/json'
+const HTTP_METHODS = new Set(['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'])
+/** The fields OpenAPI 3.1 allows on a Response Object (besides `x-` extensions). */
+const RESPONSE_OBJECT_FIELDS = new Set(['description', 'headers', 'content', 'links'])
+const STATUS_DESCRIPTIONS: Record<string, string> = { '200': 'OK', '201': 'Created', '202': 'Accepted', '204': 'No Content' }
+
+type JsonObject = Record<string, unknown>
+
+function isObject(value: unknown): value is JsonObject {
+  return typeof value === 'object' && value !== null && !Array.isArray(value)
+}
+
+/** Every body in and out is JSON (the body plugin refuses anything else), so only JSON is documented. */
+function onlyJson(content: unknown): JsonObject | undefined {
+  if (!isObject(content) || content[JSON_MEDIA_TYPE] === undefined) return undefined
+  return { [JSON_MEDIA_TYPE]: content[JSON_MEDIA_TYPE] }
+}
+
+/**
+ * The plugin copies a response schema's own keywords (`title`, `examples`, …) onto the Response
+ * Object and leaves out `description` when the schema has none; 3.1 forbids the first and
+ * requires the second.
+ */
+function toResponseObject(status: string, response: unknown, path: string): JsonObject {
+  const source = isObject(response) ? response : {}
+  const result: JsonObject = {}
+  for (const [name, value] of Object.entries(source)) {
+    if (RESPONSE_OBJECT_FIELDS.has(name) || name.startsWith('x-')) result[name] = value
+  }
+  if (typeof result.description !== 'string' || result.description === '') {
+    result.description = STATUS_DESCRIPTIONS[status] ?? (status === 'default' ? 'An error, in the one error body' : 'Response')
+  }
+  const content = onlyJson(result.content)
+  if (content === undefined) delete result.content
+  else result.content = content
+  result.headers = { ...responseHeaders(path), ...(isObject(result.headers) ? result.headers : {}) }
+  return result
+}
+
+function responseHeaders(path: string): JsonObject {
+  const headers: JsonObject = { 'X-Request-Id': { $ref: '#/components/headers/X-Request-Id' } }
+  if (path === '/v1' || path.startsWith('/v1/')) {
+    headers['X-RateLimit-Limit'] = { $ref: '#/components/headers/X-RateLimit-Limit' }
+    headers['X-RateLimit-Remaining'] = { $ref: '#/components/headers/X-RateLimit-Remaining' }
+  }
+  return headers
+}
+
+function normalizeOperation(path: string, operation: JsonObject): void {
+  const responses: JsonObject = {}
+  for (const [status, response] of Object.entries(isObject(operation.responses) ? operation.responses : {})) {
+    responses[status] = toResponseObject(status, response, path)
+  }
+  responses.default ??= toResponseObject('default', { content: errorContent }, path)
+  operation.responses = responses
+  if (isObject(operation.requestBody)) {
+    const content = onlyJson(operation.requestBody.content)
+    if (content === undefined) delete operation.requestBody
+    else operation.requestBody = { ...operation.requestBody, content }
+  }
+}
+
+/**
+ * Turns what the swagger plugin serves into a valid OpenAPI 3.1 document: JSON bodies only,
+ * Response Objects with only the fields 3.1 allows, and the one error body on every operation.
+ * The plugin keeps and reuses its objects between calls, so this works on a copy; the JSON round
+ * trip also drops TypeBox's symbol keys and undefined values.
+ */
+export function toOpenApi31(served: unknown): JsonObject {
+  const document = JSON.parse(JSON.stringify(served)) as JsonObject
+  document.openapi = '3.1.0'
+  const paths = isObject(document.paths) ? document.paths : {}
+  for (const [path, item] of Object.entries(paths)) {
+    if (!isObject(item)) continue
+    for (const [method, operation] of Object.entries(item)) {
+      if (HTTP_METHODS.has(method) && isObject(operation)) normalizeOperation(path, operation)
+    }
+  }
+  return document
 }
 
 const errorTable = Object.entries(ERROR_STATUS)
@@ -58,10 +140,10 @@ publishable key, 30 per source IP without a key. Every \`/v1\` response carries 
  * document is declared 3.1.0 and a test validates it with an independent 3.1 validator.
  */
 export function openapiPlugin() {
-  return swagger({
+  const plugin = swagger({
     path: '/docs',
-    specPath: '/openapi.json',
-    exclude: ['/docs', '/openapi.json'],
+    specPath: OPENAPI_PATH,
+    exclude: ['/docs', OPENAPI_PATH],
     documentation: {
       openapi: '3.1.0',
       info: { title: 'Kassa API', version: '1.0.0', description },
@@ -78,8 +160,18 @@ export function openapiPlugin() {
           apiKeyHeader: { type: 'apiKey', in: 'header', name: 'x-api-key' },
           operatorToken: { type: 'http', scheme: 'bearer', description: 'Authorization: Bearer <OPERATOR_TOKEN>' },
         },
+        headers: {
+          'X-Request-Id': { description: 'The request id, also in every error body', schema: { type: 'string' } },
+          'X-RateLimit-Limit': { description: 'Requests allowed in the current 60-second window', schema: { type: 'integer' } },
+          'X-RateLimit-Remaining': { description: 'Requests left in the current 60-second window', schema: { type: 'integer' } },
+        },
         schemas: { Error: ErrorBody as never },
       },
     } as never,
   })
+  // A hook registered before `use` runs for the plugin's routes: the served document is rewritten
+  // on its way out, and the plugin's own HTML page at /docs passes through untouched.
+  return new Elysia({ name: 'kassa/openapi' })
+    .onAfterHandle(({ path, response }) => (path === OPENAPI_PATH ? toOpenApi31(response) : undefined))
+    .use(plugin)
 }

@@ -1,5 +1,6 @@
 import { createApp, type Kassa } from '../../server/app.ts'
 import { configForTests, type Config } from '../../server/config.ts'
+import type { RuntimeOptions } from '../../server/runtime.ts'
 import { createTestDatabase, type TestDatabase } from './db.ts'
 
 export interface TestApp {
@@ -35,11 +36,12 @@ export interface TestOrg {
   publishableKeyId: string
 }
 
-export async function startTestApp(overrides: Partial<Config> = {}): Promise<TestApp> {
+/** `runtimeOptions` can pin the wall clock (`wallClockMs`) for tests of time windows. */
+export async function startTestApp(overrides: Partial<Config> = {}, runtimeOptions: Omit<RuntimeOptions, 'database'> = {}): Promise<TestApp> {
   const database = await createTestDatabase()
   const config = configForTests({ databaseUrl: database.databaseUrl, ...overrides })
   const handle = await database.open()
-  const kassa = await createApp(config, { database: handle })
+  const kassa = await createApp(config, { ...runtimeOptions, database: handle })
 
   async function call(method: string, path: string, options: CallOptions = {}): Promise<TestResponse> {
     const headers = new Headers(options.headers)

@@ -10,9 +10,15 @@ export const ExternalId = t.String({
 
 export const AccountType = t.Union([t.Literal('individual'), t.Literal('business')])
 
-export const Metadata = t.Record(t.String({ maxLength: 40 }), t.String({ maxLength: 500 }), {
+/**
+ * TypeBox turns a Record's key schema into `patternProperties`, where a `maxLength` on the key is
+ * silently dropped; the key limit therefore lives in the pattern, and `additionalProperties: false`
+ * refuses the keys the pattern does not match.
+ */
+export const Metadata = t.Record(t.String({ pattern: '^[\\s\\S]{1,40}$' }), t.String({ maxLength: 500 }), {
   maxProperties: 20,
-  description: 'Up to 20 string pairs of your own',
+  additionalProperties: false,
+  description: 'Up to 20 string pairs of your own; keys of 1 to 40 characters, values of at most 500',
 })
 
 export const Kyc = t.Object({
@@ -49,7 +55,10 @@ export const ListAccountsQuery = t.Object(
   {
     externalId: t.Optional(ExternalId),
     after: t.Optional(t.String({ description: 'An account id: the page starts after it' })),
-    limit: t.Optional(t.Integer({ minimum: 1, maximum: 200, default: 50 })),
+    // The range is checked in the service, not here: Elysia coerces a query integer in a
+    // transform whose range failure loses the parameter's name, and the caller must be told
+    // which field is wrong.
+    limit: t.Optional(t.Integer({ description: 'Page size, 1 to 200; 50 when left out' })),
   },
   { additionalProperties: false },
 )

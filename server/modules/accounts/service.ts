@@ -1,5 +1,5 @@
 import { errors as joseErrors, decodeProtectedHeader, importJWK, jwtVerify } from 'jose'
-import { ApiError, notFound } from '../../lib/errors.ts'
+import { ApiError, invalid, notFound } from '../../lib/errors.ts'
 import { newId } from '../../lib/ids.ts'
 import type { Runtime } from '../../runtime.ts'
 import { appendEvent } from '../events/writer.ts'
@@ -7,6 +7,8 @@ import type { AccountView, AttestationKeyView, CreateAccountInput } from './mode
 import * as repo from './repo.ts'
 
 const ATTESTATION_FIELD = 'attestation'
+const PAGE_SIZE_DEFAULT = 50
+const PAGE_SIZE_MAX = 200
 /** An attestation may not claim to be valid for longer than this. */
 const ATTESTATION_LIFETIME_MAX_SECONDS = 400 * 24 * 3600
 
@@ -43,7 +45,14 @@ export async function requireAccount(runtime: Runtime, orgId: string, accountId:
  */
 export async function mintAccount(runtime: Runtime, orgId: string, input: CreateAccountInput): Promise<{ account: AccountView; created: boolean }> {
   const existing = await repo.findAccountByExternalId(runtime.db, orgId, input.externalId)
-  if (existing) return { account: toAccountView(existing), created: false }
+  if (existing) {
+    // Minting again with an attestation is how a partner records KYC it finished later: the
+    // attestation is verified and attached exactly as POST /v1/accounts/{id}/kyc would.
+    if (input.kycAttestation === undefined) return { account: toAccountView(existing), created: false }
+    const kyc = await verifyAttestation(runtime, orgId, input.kycAttestation, [existing.id, existing.externalId], 'kycAttestation')
+    const updated = await repo.updateAccount(runtime.db, orgId, existing.id, kyc)
+    return { account: toAccountView(updated!), created: false }
+  }
   const now = runtime.clock.now(orgId)
   const kyc = input.kycAttestation === undefined ? undefined : await verifyAttestation(runtime, orgId, input.kycAttestation, [input.externalId], 'kycAttestation')
   const inserted = await runtime.db.transaction(async (tx) => {
@@ -82,7 +91,10 @@ export async function listAccounts(
   orgId: string,
   query: { externalId?: string; after?: string; limit?: number },
 ): Promise<{ accounts: AccountView[]; hasMore: boolean }> {
-  const limit = query.limit ?? 50
+  const limit = query.limit ?? PAGE_SIZE_DEFAULT
+  if (!Number.isSafeInteger(limit) || limit < 1 || limit > PAGE_SIZE_MAX) {
+    throw invalid('limit', `limit must be a whole number from 1 to ${PAGE_SIZE_MAX}`)
+  }
   const rows = await repo.listAccounts(runtime.db, orgId, { externalId: query.externalId, after: query.after, limit: limit + 1 })
   return { accounts: rows.slice(0, limit).map(toAccountView), hasMore: rows.length > limit }
 }

@@ -1,0 +1,216 @@
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { MemoryRateLimiter, PostgresRateLimiter, RATE_WINDOW_MS, type RateLimiter } from '../../server/platform/rate-limit-store.ts'
+import { startTestApp, type TestApp, type TestOrg, type TestResponse } from '../support/app.ts'
+
+/**
+ * The app runs on a wall clock the test moves by hand, so a 60-second window never ends in the
+ * middle of a test and window ends can be asserted exactly.
+ */
+const WINDOW_START_MS = Math.floor(Date.now() / RATE_WINDOW_MS) * RATE_WINDOW_MS + RATE_WINDOW_MS
+let wallNowMs = WINDOW_START_MS + 15_000
+let app: TestApp
+
+beforeAll(async () => {
+  app = await startTestApp({}, { wallClockMs: () => wallNowMs })
+})
+afterAll(async () => {
+  await app.close()
+})
+
+/** Moves the wall clock to `secondsIntoWindow` seconds into a window that no test has used yet. */
+let windowsUsed = 0
+function enterFreshWindow(secondsIntoWindow = 15): void {
+  windowsUsed += 1
+  wallNowMs = WINDOW_START_MS + windowsUsed * RATE_WINDOW_MS + secondsIntoWindow * 1000
+}
+
+async function burst(count: number, send: () => Promise<TestResponse>): Promise<TestResponse[]> {
+  const responses: TestResponse[] = []
+  // In order, so Remaining counts down predictably; concurrency is the other test file's subject.
+  for (let index = 0; index < count; index += 1) responses.push(await send())
+  return responses
+}
+
+function expectRateHeaders(response: TestResponse, limit: number): void {
+  expect(response.headers.get('x-ratelimit-limit')).toBe(String(limit))
+  expect(response.headers.get('x-ratelimit-remaining')).toMatch(/^\d+$/)
+}
+
+function expectRateLimited(response: TestResponse, limit: number): void {
+  expect(response.status).toBe(429)
+  expect(response.body.error.code).toBe('rate_limited')
+  expect(response.headers.get('retry-after')).toMatch(/^[1-9]\d*$/)
+  expect(response.headers.get('x-ratelimit-limit')).toBe(String(limit))
+  expect(response.headers.get('x-ratelimit-remaining')).toBe('0')
+}
+
+describe('rate limits per key and per source', () => {
+  let org: TestOrg
+
+  beforeAll(async () => {
+    org = await app.createOrg('Limits Org')
+  })
+
+  test('a test key gets exactly 1000 requests a minute, then 429 with Retry-After', async () => {
+    enterFreshWindow()
+    const responses = await burst(1000, () => app.call('GET', '/v1/sandbox/clock', { key: org.testKey }))
+    expect(responses.every((response) => response.status === 200)).toBe(true)
+    expectRateHeaders(responses[0]!, 1000)
+    expect(responses[0]!.headers.get('x-ratelimit-remaining')).toBe('999')
+    expect(responses[999]!.headers.get('x-ratelimit-remaining')).toBe('0')
+    const refused = await app.call('GET', '/v1/sandbox/clock', { key: org.testKey })
+    expectRateLimited(refused, 1000)
+    // 15 seconds into the window: 45 seconds remain.
+    expect(refused.headers.get('retry-after')).toBe('45')
+  })
+
+  test('the count starts again in the next 60-second window', async () => {
+    enterFreshWindow(59)
+    await burst(1000, () => app.call('GET', '/v1/sandbox/clock', { key: org.testKey }))
+    const refused = await app.call('GET', '/v1/sandbox/clock', { key: org.testKey })
+    expectRateLimited(refused, 1000)
+    expect(refused.headers.get('retry-after')).toBe('1')
+    wallNowMs += 1000
+    const admitted = await app.call('GET', '/v1/sandbox/clock', { key: org.testKey })
+    expect(admitted.status).toBe(200)
+    expect(admitted.headers.get('x-ratelimit-remaining')).toBe('999')
+  })
+
+  test('a publishable key gets exactly 100 requests a minute', async () => {
+    enterFreshWindow()
+    const responses = await burst(100, () => app.call('GET', '/v1/assets', { key: org.publishableKey }))
+    expect(responses.every((response) => response.status === 200)).toBe(true)
+    expectRateHeaders(responses[0]!, 100)
+    expectRateLimited(await app.call('GET', '/v1/assets', { key: org.publishableKey }), 100)
+    // The test key has its own count.
+    expect((await app.call('GET', '/v1/sandbox/clock', { key: org.testKey })).status).toBe(200)
+  })
+
+  test('without a key, 30 requests a minute per source address', async () => {
+    enterFreshWindow()
+    const responses = await burst(30, () => app.call('GET', '/v1/assets'))
+    expect(responses.every((response) => response.status === 200)).toBe(true)
+    expectRateHeaders(responses[0]!, 30)
+    expect(responses[29]!.headers.get('x-ratelimit-remaining')).toBe('0')
+    expectRateLimited(await app.call('GET', '/v1/assets'), 30)
+    // A caller with a key is not held to the anonymous count of its address.
+    expect((await app.call('GET', '/v1/assets', { key: org.publishableKey })).status).toBe(200)
+  })
+
+  test('requests with a bad key count against the anonymous limit of the address, so keys cannot be guessed freely', async () => {
+    enterFreshWindow()
+    const guesses = await burst(30, () => app.call('GET', '/v1/accounts', { key: `svc_test_${'A'.repeat(32)}` }))
+    expect(guesses.every((response) => response.status === 401)).toBe(true)
+    expectRateHeaders(guesses[0]!, 30)
+    expectRateLimited(await app.call('GET', '/v1/accounts', { key: `svc_test_${'B'.repeat(32)}` }), 30)
+  })
+
+  test('every /v1 answer carries the rate headers, whatever its status', async () => {
+    enterFreshWindow()
+    const answers = {
+      ok: await app.call('GET', '/v1/accounts', { key: org.testKey }),
+      created: await app.call('POST', '/v1/accounts', { key: org.testKey, body: { externalId: 'rate-headers' } }),
+      invalid: await app.call('POST', '/v1/accounts', { key: org.testKey, body: { externalId: '' } }),
+      forbidden: await app.call('GET', '/v1/accounts', { key: org.publishableKey }),
+      missing: await app.call('GET', '/v1/accounts/acct_0192f0c1a2b37c4d8e9f0a1b2c3d4e5f', { key: org.testKey }),
+      noRoute: await app.call('GET', '/v1/no-such-route', { key: org.testKey }),
+      unauthenticated: await app.call('GET', '/v1/accounts'),
+    }
+    expect(Object.fromEntries(Object.entries(answers).map(([name, response]) => [name, response.status]))).toEqual({
+      ok: 200,
+      created: 201,
+      invalid: 400,
+      forbidden: 403,
+      missing: 404,
+      noRoute: 404,
+      unauthenticated: 401,
+    })
+    for (const response of Object.values(answers)) {
+      expect(response.headers.get('x-ratelimit-limit')).toMatch(/^\d+$/)
+      expect(response.headers.get('x-ratelimit-remaining')).toMatch(/^\d+$/)
+    }
+  })
+
+  test('advancing the organization clock in sandbox does not reset its rate window', async () => {
+    const clockOrg = await app.createOrg('Clock Limits Org')
+    expect((await app.ops('PATCH', `/ops/v1/orgs/${clockOrg.id}/limits`, { rateLimitPerMinute: 3 })).status).toBe(200)
+    enterFreshWindow()
+    const advanced = await app.call('POST', '/v1/sandbox/clock/advance', { key: clockOrg.testKey, body: { seconds: 3600 } })
+    expect(advanced.status).toBe(200)
+    await burst(2, () => app.call('GET', '/v1/sandbox/clock', { key: clockOrg.testKey }))
+    expectRateLimited(await app.call('GET', '/v1/sandbox/clock', { key: clockOrg.testKey }), 3)
+  })
+})
+
+describe('operator limits', () => {
+  test("raising an organization's limit takes effect on the next request", async () => {
+    const org = await app.createOrg('Raised Org')
+    enterFreshWindow()
+    await burst(1000, () => app.call('GET', '/v1/sandbox/clock', { key: org.testKey }))
+    expectRateLimited(await app.call('GET', '/v1/sandbox/clock', { key: org.testKey }), 1000)
+    const raised = await app.ops('PATCH', `/ops/v1/orgs/${org.id}/limits`, { rateLimitPerMinute: 1005 })
+    expect(raised.status).toBe(200)
+    expect(raised.body.rateLimitPerMinute).toBe(1005)
+    // 1001 requests were counted so far (the refused one counts too): 4 more fit under 1005.
+    const more = await burst(4, () => app.call('GET', '/v1/sandbox/clock', { key: org.testKey }))
+    expect(more.map((response) => response.status)).toEqual([200, 200, 200, 200])
+    expect(more[0]!.headers.get('x-ratelimit-limit')).toBe('1005')
+    expectRateLimited(await app.call('GET', '/v1/sandbox/clock', { key: org.testKey }), 1005)
+  })
+
+  test('restoring the default (null) brings back 1000', async () => {
+    const org = await app.createOrg('Restored Org')
+    await app.ops('PATCH', `/ops/v1/orgs/${org.id}/limits`, { rateLimitPerMinute: 5000 })
+    enterFreshWindow()
+    expect((await app.call('GET', '/v1/sandbox/clock', { key: org.testKey })).headers.get('x-ratelimit-limit')).toBe('5000')
+    const restored = await app.ops('PATCH', `/ops/v1/orgs/${org.id}/limits`, { rateLimitPerMinute: null })
+    expect(restored.body.rateLimitPerMinute).toBe(1000)
+    expect((await app.call('GET', '/v1/sandbox/clock', { key: org.testKey })).headers.get('x-ratelimit-limit')).toBe('1000')
+  })
+
+  test('the raised limit does not apply to publishable keys', async () => {
+    const org = await app.createOrg('Raised Publishable Org')
+    await app.ops('PATCH', `/ops/v1/orgs/${org.id}/limits`, { rateLimitPerMinute: 5000 })
+    enterFreshWindow()
+    expect((await app.call('GET', '/v1/assets', { key: org.publishableKey })).headers.get('x-ratelimit-limit')).toBe('100')
+  })
+
+  test.each([[0], [-1], [1.5], [true]])('refuses a limit of %p naming rateLimitPerMinute', async (value) => {
+    const org = await app.createOrg('Bad Limit Org')
+    const response = await app.ops('PATCH', `/ops/v1/orgs/${org.id}/limits`, { rateLimitPerMinute: value })
+    expect(response.status).toBe(400)
+    expect(response.body.error.code).toBe('invalid_request')
+    expect(response.body.error.field).toBe('rateLimitPerMinute')
+  })
+})
+
+describe('counter stores', () => {
+  const stores: Array<[string, () => RateLimiter]> = [
+    ['in memory', () => new MemoryRateLimiter()],
+    ['in the database', () => new PostgresRateLimiter(app.kassa.runtime.db)],
+  ]
+
+  test.each(stores)('%s: of 100 concurrent hits with a limit of 40, exactly 40 pass, each with its own Remaining', async (_name, make) => {
+    const store = make()
+    const bucket = `test:${Math.random().toString(36).slice(2)}`
+    const nowMs = WINDOW_START_MS + 5_000
+    const decisions = await Promise.all(Array.from({ length: 100 }, () => store.hit(bucket, 40, nowMs)))
+    const admitted = decisions.filter((decision) => decision.allowed)
+    expect(admitted).toHaveLength(40)
+    expect(admitted.map((decision) => decision.remaining).sort((a, b) => a - b)).toEqual(Array.from({ length: 40 }, (_, index) => index))
+    expect(decisions.filter((decision) => !decision.allowed).every((decision) => decision.remaining === 0)).toBe(true)
+    expect(decisions[0]!.retryAfterSeconds).toBe(55)
+  })
+
+  test.each(stores)('%s: a new window starts a new count and buckets are separate', async (_name, make) => {
+    const store = make()
+    const bucket = `test:${Math.random().toString(36).slice(2)}`
+    const nowMs = WINDOW_START_MS + 59_999
+    expect((await store.hit(bucket, 1, nowMs)).allowed).toBe(true)
+    expect((await store.hit(bucket, 1, nowMs)).allowed).toBe(false)
+    expect((await store.hit(`${bucket}:other`, 1, nowMs)).allowed).toBe(true)
+    const next = await store.hit(bucket, 1, nowMs + 1)
+    expect(next.allowed).toBe(true)
+    expect(next.retryAfterSeconds).toBe(60)
+  })
+})
