@@ -81,6 +81,11 @@ export function loadConfig(env: Environment = process.env): Config {
   if (operatorToken !== undefined && operatorToken.length < 32) {
     throw new ConfigError('OPERATOR_TOKEN must be at least 32 characters')
   }
+  // Operators send the token as `Authorization: Bearer <token>`, which carries no spaces or
+  // control characters: such a token would start the server and then never authenticate anyone.
+  if (operatorToken !== undefined && !/^[\x21-\x7e]+$/.test(operatorToken)) {
+    throw new ConfigError('OPERATOR_TOKEN must be printable ASCII without spaces (it is sent as a Bearer token)')
+  }
   const config: Config = {
     port: readInteger(env, 'PORT', 3000, 0, 65535),
     host: env.HOST && env.HOST !== '' ? env.HOST : '0.0.0.0',

@@ -84,6 +84,8 @@ export async function createOrganization(runtime: Runtime, name: string) {
     onboardingChecklist: Object.fromEntries(ONBOARDING_ITEMS.map((item) => [item, false])),
   })
   runtime.keys.upsertOrg({ id: org.id, rateLimitPerMinute: null })
+  // Other instances learn of the organization now, not at their next restart.
+  await announce(runtime, { kind: 'org', id: org.id })
   const test = await issueKey(runtime, org.id, 'test', 'sandbox')
   const publishable = await issueKey(runtime, org.id, 'publishable', 'sandbox')
   return { id: org.id, name: org.name, keys: [test.issued, publishable.issued] }

@@ -1,0 +1,137 @@
+import { describe, expect, test } from 'bun:test'
+import { resolve } from 'node:path'
+import { ConfigError, loadConfig } from '../../server/config.ts'
+
+const OPERATOR_TOKEN = 'op-token-for-config-tests-0123456789abcdef'
+const DATABASE_URL = 'postgres://kassa@db.internal:5432/kassa'
+
+function configError(env: Record<string, string>): ConfigError {
+  try {
+    loadConfig(env)
+  } catch (error) {
+    expect(error).toBeInstanceOf(ConfigError)
+    return error as ConfigError
+  }
+  throw new Error(`loadConfig accepted ${JSON.stringify(env)}`)
+}
+
+describe('loadConfig', () => {
+  test('gives safe sandbox defaults for an empty environment', () => {
+    const config = loadConfig({})
+    expect(config).toMatchObject({
+      port: 3000,
+      serviceEnv: 'sandbox',
+      databaseUrl: undefined,
+      operatorToken: undefined,
+      rateLimitStore: 'memory',
+      bodyLimitBytes: 256 * 1024,
+      allowLoopbackWebhooks: false,
+    })
+    expect(config.dataDir).toBe(resolve('.data'))
+  })
+
+  test('reads every variable it knows', () => {
+    const config = loadConfig({
+      PORT: '8080',
+      HOST: '127.0.0.1',
+      SERVICE_ENV: 'production',
+      DATABASE_URL,
+      OPERATOR_TOKEN,
+      RATE_LIMIT_STORE: 'memory',
+      BODY_LIMIT_BYTES: '4096',
+      GROUP_COMMIT: 'false',
+      DATABASE_POOL_MAX: '20',
+      LOG_REQUESTS: 'yes',
+    })
+    expect(config).toMatchObject({
+      port: 8080,
+      host: '127.0.0.1',
+      serviceEnv: 'production',
+      databaseUrl: DATABASE_URL,
+      operatorToken: OPERATOR_TOKEN,
+      rateLimitStore: 'memory',
+      bodyLimitBytes: 4096,
+      groupCommit: false,
+      databasePoolMax: 20,
+      logRequests: true,
+    })
+  })
+
+  test('uses the shared Postgres rate-limit store when a database URL is given', () => {
+    expect(loadConfig({ DATABASE_URL }).rateLimitStore).toBe('postgres')
+  })
+
+  test.each([
+    ['a non-numeric PORT', { PORT: 'eighty' }, 'PORT'],
+    ['a negative PORT', { PORT: '-1' }, 'PORT'],
+    ['a PORT out of range', { PORT: '70000' }, 'PORT'],
+    ['an unknown SERVICE_ENV', { SERVICE_ENV: 'staging' }, 'SERVICE_ENV'],
+    ['a SERVICE_ENV in the wrong case', { SERVICE_ENV: 'Production' }, 'SERVICE_ENV'],
+    ['a DATABASE_URL that is not a URL', { DATABASE_URL: 'not a url' }, 'DATABASE_URL'],
+    ['a DATABASE_URL of another database', { DATABASE_URL: 'mysql://root@localhost/kassa' }, 'DATABASE_URL'],
+    ['a short OPERATOR_TOKEN', { OPERATOR_TOKEN: 'short' }, 'OPERATOR_TOKEN'],
+    ['an OPERATOR_TOKEN with spaces', { OPERATOR_TOKEN: 'correct horse battery staple and more words' }, 'OPERATOR_TOKEN'],
+    ['an unknown RATE_LIMIT_STORE', { RATE_LIMIT_STORE: 'redis' }, 'RATE_LIMIT_STORE'],
+    ['a tiny BODY_LIMIT_BYTES', { BODY_LIMIT_BYTES: '10' }, 'BODY_LIMIT_BYTES'],
+    ['a non-boolean ALLOW_LOOPBACK_WEBHOOKS', { ALLOW_LOOPBACK_WEBHOOKS: 'maybe' }, 'ALLOW_LOOPBACK_WEBHOOKS'],
+  ])('refuses %s with a message naming the variable', (_name, env, variable) => {
+    const error = configError(env)
+    expect(error.message).toContain(variable)
+  })
+
+  test('quotes the bad value in the message', () => {
+    expect(configError({ PORT: 'eighty' }).message).toContain('"eighty"')
+    expect(configError({ SERVICE_ENV: 'staging' }).message).toContain('sandbox, production')
+  })
+})
+
+describe('production', () => {
+  const safe = { SERVICE_ENV: 'production', DATABASE_URL, OPERATOR_TOKEN }
+
+  test('starts with a database URL and an operator token', () => {
+    expect(loadConfig(safe).serviceEnv).toBe('production')
+  })
+
+  test('refuses to start without DATABASE_URL', () => {
+    const error = configError({ ...safe, DATABASE_URL: '' })
+    expect(error.message).toContain('production refuses to start')
+    expect(error.message).toContain('DATABASE_URL')
+  })
+
+  test('refuses to start without OPERATOR_TOKEN', () => {
+    const error = configError({ SERVICE_ENV: 'production', DATABASE_URL })
+    expect(error.message).toContain('OPERATOR_TOKEN')
+  })
+
+  test('refuses ALLOW_LOOPBACK_WEBHOOKS=true', () => {
+    const error = configError({ ...safe, ALLOW_LOOPBACK_WEBHOOKS: 'true' })
+    expect(error.message).toContain('ALLOW_LOOPBACK_WEBHOOKS')
+    expect(loadConfig({ ...safe, ALLOW_LOOPBACK_WEBHOOKS: 'false' }).allowLoopbackWebhooks).toBe(false)
+  })
+
+  test('names every problem at once', () => {
+    const error = configError({ SERVICE_ENV: 'production', ALLOW_LOOPBACK_WEBHOOKS: '1' })
+    for (const variable of ['DATABASE_URL', 'OPERATOR_TOKEN', 'ALLOW_LOOPBACK_WEBHOOKS']) expect(error.message).toContain(variable)
+  })
+
+  test('the real server process exits non-zero with the message when DATABASE_URL is missing', async () => {
+    const env: Record<string, string> = {}
+    for (const [name, value] of Object.entries(process.env)) if (value !== undefined) env[name] = value
+    delete env.DATABASE_URL
+    const server = Bun.spawn([process.execPath, 'server/main.ts'], {
+      cwd: resolve(import.meta.dir, '../..'),
+      env: { ...env, SERVICE_ENV: 'production', OPERATOR_TOKEN, PORT: '0', HOST: '127.0.0.1' },
+      stdout: 'pipe',
+      stderr: 'pipe',
+    })
+    const timer = setTimeout(() => server.kill(), 20_000)
+    const exitCode = await server.exited
+    clearTimeout(timer)
+    const stderr = await new Response(server.stderr).text()
+    const stdout = await new Response(server.stdout).text()
+    expect(exitCode).not.toBe(0)
+    expect(stderr).toContain('production refuses to start')
+    expect(stderr).toContain('DATABASE_URL')
+    expect(stdout).not.toContain('listening')
+  })
+})
