@@ -1,9 +1,15 @@
 import { Elysia } from 'elysia'
 import type { Config } from './config.ts'
+import { ledgerOpsRoutes } from './ledger/ops-routes.ts'
 import { accountsRoutes } from './modules/accounts/routes.ts'
 import { assetsRoutes } from './modules/assets/routes.ts'
+import { balancesRoutes, sandboxFundingRoutes } from './modules/balances/routes.ts'
+import { holdsRoutes } from './modules/holds/routes.ts'
+import { startHoldExpiry } from './modules/holds/service.ts'
+import { quotesRoutes } from './modules/quotes/routes.ts'
 import { orgsOpsRoutes } from './modules/orgs/routes.ts'
 import { sandboxRoutes } from './modules/sandbox/routes.ts'
+import { transfersRoutes } from './modules/transfers/routes.ts'
 import { accessPlugin, recordIdempotentFailure } from './platform/access.ts'
 import { apiKeyAuthPlugin, operatorAuthPlugin } from './platform/auth.ts'
 import { jsonBodyPlugin } from './platform/body.ts'
@@ -30,7 +36,15 @@ export function buildApp(runtime: Runtime) {
     .use(orgsOpsRoutes(runtime))
     .use(assetsRoutes(access))
     .use(accountsRoutes(runtime, access))
-  if (runtime.config.serviceEnv === 'sandbox') app = app.use(sandboxRoutes(runtime, access)) as unknown as typeof app
+    .use(ledgerOpsRoutes(runtime))
+    .use(balancesRoutes(runtime, access))
+    .use(holdsRoutes(runtime, access))
+    .use(transfersRoutes(runtime, access))
+    .use(quotesRoutes(runtime, access))
+  if (runtime.config.serviceEnv === 'sandbox') {
+    app = app.use(sandboxRoutes(runtime, access)).use(sandboxFundingRoutes(runtime, access)) as unknown as typeof app
+  }
+  startHoldExpiry(runtime)
   return app
 }
 

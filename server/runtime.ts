@@ -2,6 +2,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Config } from './config.ts'
 import { openDatabase, runMigrations, type Database, type DatabaseHandle } from '../db/client.ts'
+import { openLedger, type Ledger } from './ledger/ledger.ts'
 import { randomToken } from './lib/hash.ts'
 import { Clock } from './modules/clock/clock.ts'
 import { KeyCache } from './modules/orgs/key-cache.ts'
@@ -22,6 +23,8 @@ export interface Runtime {
   keys: KeyCache
   rateLimiter: RateLimiter
   operatorToken: string
+  /** Hot balances and the group-commit writer: the one place money moves. */
+  ledger: Ledger
   /** Background loops (expiry sweeps, purges) register their stop functions here. */
   stoppers: Array<() => Promise<void> | void>
 }
@@ -46,6 +49,7 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
   await clock.load()
   const keys = new KeyCache(config.serviceEnv)
   await loadKeyCache(db, keys)
+  const ledger = await openLedger(db, { groupCommit: config.groupCommit })
   const runtime: Runtime = {
     config,
     database,
@@ -54,7 +58,9 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
     keys,
     rateLimiter: createRateLimiter(config.rateLimitStore, db),
     operatorToken: resolveOperatorToken(config),
-    stoppers: [],
+    ledger,
+    // Operations already reserved in memory are written before the database closes.
+    stoppers: [() => ledger.drain()],
   }
   await database.listen(CHANGE_CHANNEL, (payload) => {
     void applyChangeNotice(runtime, payload)

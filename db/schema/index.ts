@@ -1,2 +1,3 @@
 export * from './platform.ts'
 export * from './accounts.ts'
+export * from './ledger.ts'

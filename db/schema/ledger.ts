@@ -1,0 +1,135 @@
+import { sql } from 'drizzle-orm'
+import { check, index, integer, numeric, pgTable, primaryKey, text, timestamp } from 'drizzle-orm/pg-core'
+
+const money = (name: string) => numeric(name, { precision: 38, scale: 0, mode: 'bigint' })
+const at = (name: string) => timestamp(name, { withTimezone: true, mode: 'date' })
+
+/**
+ * One movement of money: the unit that sums to zero per asset. Immutable (a trigger refuses
+ * UPDATE and DELETE); a correction is a new movement.
+ */
+export const ledgerMovements = pgTable(
+  'ledger_movements',
+  {
+    id: text('id').primaryKey(),
+    orgId: text('org_id').notNull(),
+    kind: text('kind').notNull(),
+    /** The resource that caused the movement (`tr_…`, `hold_…`, a sandbox funding id). */
+    reference: text('reference').notNull(),
+    createdAt: at('created_at').notNull(),
+  },
+  (table) => [index('ledger_movements_org_idx').on(table.orgId, table.id), index('ledger_movements_reference_idx').on(table.reference)],
+)
+
+/**
+ * One leg of a movement: a signed amount on one bucket of one ledger account. Customer accounts
+ * have the buckets available, held and in_flight; system accounts (`system:fees`, …) only available.
+ */
+export const ledgerPostings = pgTable(
+  'ledger_postings',
+  {
+    movementId: text('movement_id').notNull(),
+    leg: integer('leg').notNull(),
+    orgId: text('org_id').notNull(),
+    accountId: text('account_id').notNull(),
+    bucket: text('bucket', { enum: ['available', 'held', 'in_flight'] }).notNull(),
+    asset: text('asset').notNull(),
+    amount: money('amount').notNull(),
+  },
+  (table) => [
+    primaryKey({ columns: [table.movementId, table.leg] }),
+    index('ledger_postings_account_idx').on(table.orgId, table.accountId, table.asset),
+    check('ledger_postings_amount_nonzero', sql`${table.amount} <> 0`),
+  ],
+)
+
+/**
+ * The balance of one ledger account in one asset. `total` is kept as its own column (changed by
+ * the net of each movement) so verify can prove the contract's invariant instead of assuming it.
+ * The checks make Postgres itself refuse a negative customer bucket.
+ */
+export const ledgerBalances = pgTable(
+  'ledger_balances',
+  {
+    orgId: text('org_id').notNull(),
+    accountId: text('account_id').notNull(),
+    asset: text('asset').notNull(),
+    kind: text('kind', { enum: ['customer', 'system'] }).notNull(),
+    available: money('available').notNull(),
+    held: money('held').notNull(),
+    inFlight: money('in_flight').notNull(),
+    total: money('total').notNull(),
+    updatedAt: at('updated_at').notNull(),
+  },
+  (table) => [
+    primaryKey({ columns: [table.orgId, table.accountId, table.asset] }),
+    check(
+      'ledger_balances_customer_nonnegative',
+      sql`${table.kind} <> 'customer' or (${table.available} >= 0 and ${table.held} >= 0 and ${table.inFlight} >= 0)`,
+    ),
+  ],
+)
+
+export const holds = pgTable(
+  'holds',
+  {
+    id: text('id').primaryKey(),
+    orgId: text('org_id').notNull(),
+    accountId: text('account_id').notNull(),
+    asset: text('asset').notNull(),
+    amount: money('amount').notNull(),
+    state: text('state', { enum: ['pending', 'captured', 'released', 'expired'] }).notNull(),
+    expiresAt: at('expires_at').notNull(),
+    capturedAmount: money('captured_amount'),
+    transferId: text('transfer_id'),
+    createdAt: at('created_at').notNull(),
+    closedAt: at('closed_at'),
+  },
+  (table) => [index('holds_org_idx').on(table.orgId, table.id), index('holds_state_idx').on(table.state)],
+)
+
+export const transfers = pgTable(
+  'transfers',
+  {
+    id: text('id').primaryKey(),
+    orgId: text('org_id').notNull(),
+    sourceAccountId: text('source_account_id').notNull(),
+    destinationAccountId: text('destination_account_id').notNull(),
+    asset: text('asset').notNull(),
+    amount: money('amount').notNull(),
+    fee: money('fee').notNull(),
+    feeModel: text('fee_model', { enum: ['inclusive', 'additive'] }).notNull(),
+    netAmount: money('net_amount').notNull(),
+    totalDebited: money('total_debited').notNull(),
+    holdId: text('hold_id'),
+    description: text('description'),
+    state: text('state', { enum: ['completed'] }).notNull(),
+    movementId: text('movement_id').notNull(),
+    createdAt: at('created_at').notNull(),
+  },
+  (table) => [
+    index('transfers_org_idx').on(table.orgId, table.id),
+    index('transfers_source_idx').on(table.orgId, table.sourceAccountId, table.id),
+    index('transfers_destination_idx').on(table.orgId, table.destinationAccountId, table.id),
+  ],
+)
+
+export const quotes = pgTable(
+  'quotes',
+  {
+    id: text('id').primaryKey(),
+    orgId: text('org_id').notNull(),
+    kind: text('kind', { enum: ['withdrawal'] }).notNull(),
+    accountId: text('account_id').notNull(),
+    asset: text('asset').notNull(),
+    amount: money('amount').notNull(),
+    networkFee: money('network_fee').notNull(),
+    serviceFee: money('service_fee').notNull(),
+    totalDebited: money('total_debited').notNull(),
+    state: text('state', { enum: ['open', 'consumed'] }).notNull(),
+    expiresAt: at('expires_at').notNull(),
+    consumedAt: at('consumed_at'),
+    createdAt: at('created_at').notNull(),
+  },
+  (table) => [index('quotes_org_idx').on(table.orgId, table.id)],
+)

@@ -1,0 +1,148 @@
+import { assert } from '../lib/assert.ts'
+
+export type Bucket = 'available' | 'held' | 'in_flight'
+export type LedgerAccountKind = 'customer' | 'system'
+
+/**
+ * The organization's own ledger accounts. Money enters through the faucet (sandbox) or chain
+ * clearing (deposits), so those two run negative by design; fees and suspense only ever receive.
+ */
+export const SYSTEM_ACCOUNTS = {
+  faucet: 'system:faucet',
+  chainClearing: 'system:chain_clearing',
+  fees: 'system:fees',
+  suspense: 'system:suspense',
+} as const
+
+const MAY_GO_NEGATIVE: ReadonlySet<string> = new Set([SYSTEM_ACCOUNTS.faucet, SYSTEM_ACCOUNTS.chainClearing])
+
+/** One leg of a movement. System accounts have a single bucket, `available`. */
+export interface Posting {
+  accountId: string
+  kind: LedgerAccountKind
+  bucket: Bucket
+  asset: string
+  amountMinor: bigint
+}
+
+export interface HotBalance {
+  orgId: string
+  accountId: string
+  asset: string
+  kind: LedgerAccountKind
+  available: bigint
+  held: bigint
+  inFlight: bigint
+  total: bigint
+}
+
+/** Per balance row, the change a set of postings makes. */
+export interface BalanceDelta {
+  orgId: string
+  accountId: string
+  asset: string
+  kind: LedgerAccountKind
+  available: bigint
+  held: bigint
+  inFlight: bigint
+}
+
+export function balanceKey(orgId: string, accountId: string, asset: string): string {
+  return `${orgId}\u0000${accountId}\u0000${asset}`
+}
+
+/** Sums postings per balance row; `sign` -1n gives the deltas that undo them. */
+export function deltasOf(orgId: string, postings: readonly Posting[], sign: bigint, into = new Map<string, BalanceDelta>()): Map<string, BalanceDelta> {
+  for (const posting of postings) {
+    const key = balanceKey(orgId, posting.accountId, posting.asset)
+    let delta = into.get(key)
+    if (delta === undefined) {
+      delta = { orgId, accountId: posting.accountId, asset: posting.asset, kind: posting.kind, available: 0n, held: 0n, inFlight: 0n }
+      into.set(key, delta)
+    }
+    const amount = posting.amountMinor * sign
+    if (posting.bucket === 'available') delta.available += amount
+    else if (posting.bucket === 'held') delta.held += amount
+    else delta.inFlight += amount
+  }
+  return into
+}
+
+/** Double entry: the legs of one movement cancel out in every asset. */
+export function assertZeroSum(postings: readonly Posting[]): void {
+  const sums = new Map<string, bigint>()
+  for (const posting of postings) {
+    assert(posting.amountMinor !== 0n, 'a posting of zero is noise in the ledger')
+    assert(posting.kind === 'customer' || posting.bucket === 'available', 'system accounts have only the available bucket')
+    sums.set(posting.asset, (sums.get(posting.asset) ?? 0n) + posting.amountMinor)
+  }
+  for (const [asset, sum] of sums) assert(sum === 0n, `postings of ${asset} sum to ${sum}, not zero`)
+}
+
+function mayGoNegative(delta: BalanceDelta): boolean {
+  return delta.kind === 'system' && MAY_GO_NEGATIVE.has(delta.accountId)
+}
+
+/** Where a set of postings would take a balance below zero, if anywhere. */
+export interface Overdraft {
+  accountId: string
+  asset: string
+  bucket: Bucket
+}
+
+/**
+ * The hot balances: every balance row of the database plus the effect of operations not yet
+ * committed. JavaScript runs one callback at a time, so a check followed by `apply` in the same
+ * synchronous step is atomic: the next request sees the reservation.
+ */
+export class HotBalances {
+  private readonly rows = new Map<string, HotBalance>()
+
+  get(orgId: string, accountId: string, asset: string): HotBalance | undefined {
+    return this.rows.get(balanceKey(orgId, accountId, asset))
+  }
+
+  getByKey(key: string): HotBalance | undefined {
+    return this.rows.get(key)
+  }
+
+  /** Replaces a row with what the database holds (start-up and reconciliation). */
+  load(row: HotBalance): void {
+    this.rows.set(balanceKey(row.orgId, row.accountId, row.asset), { ...row })
+  }
+
+  findOverdraft(orgId: string, postings: readonly Posting[]): Overdraft | undefined {
+    for (const delta of deltasOf(orgId, postings, 1n).values()) {
+      if (mayGoNegative(delta)) continue
+      const row = this.get(orgId, delta.accountId, delta.asset)
+      const check = (bucket: Bucket, current: bigint, change: bigint) =>
+        current + change < 0n ? { accountId: delta.accountId, asset: delta.asset, bucket } : undefined
+      const overdraft =
+        check('available', row?.available ?? 0n, delta.available) ??
+        check('held', row?.held ?? 0n, delta.held) ??
+        check('in_flight', row?.inFlight ?? 0n, delta.inFlight)
+      if (overdraft) return overdraft
+    }
+    return undefined
+  }
+
+  apply(deltas: Iterable<BalanceDelta>): void {
+    for (const delta of deltas) {
+      const key = balanceKey(delta.orgId, delta.accountId, delta.asset)
+      let row = this.rows.get(key)
+      if (row === undefined) {
+        row = { orgId: delta.orgId, accountId: delta.accountId, asset: delta.asset, kind: delta.kind, available: 0n, held: 0n, inFlight: 0n, total: 0n }
+        this.rows.set(key, row)
+      }
+      row.available += delta.available
+      row.held += delta.held
+      row.inFlight += delta.inFlight
+      row.total += delta.available + delta.held + delta.inFlight
+      assert(row.total === row.available + row.held + row.inFlight, 'hot balance lost its invariant')
+    }
+  }
+
+  size(): number {
+    return this.rows.size
+  }
+}

@@ -1,0 +1,111 @@
+import { eq } from 'drizzle-orm'
+import type { Database } from '../../db/client.ts'
+import { holds, ledgerBalances } from '../../db/schema/index.ts'
+import { AssertionError } from '../lib/assert.ts'
+import { ApiError } from '../lib/errors.ts'
+import type { AssetCode } from '../modules/assets/catalog.ts'
+import { AccountDirectory } from './accounts.ts'
+import { assertZeroSum, deltasOf, HotBalances, type HotBalance } from './hot-balances.ts'
+import { DEFAULT_ASSET_POLICIES, type AssetPolicy } from './policy.ts'
+import { GroupCommitWriter, type LedgerOperation } from './writer.ts'
+
+/** A hold that is still pending, as memory knows it. `closing` is set while its capture, release or expiry commits. */
+export interface PendingHold {
+  id: string
+  orgId: string
+  accountId: string
+  asset: string
+  amountMinor: bigint
+  expiresAt: Date
+  createdAt: Date
+  closing: boolean
+}
+
+export interface LedgerOptions {
+  groupCommit: boolean
+  batchMax?: number
+  policies?: Readonly<Record<AssetCode, AssetPolicy>>
+}
+
+const DEFAULT_BATCH_MAX = 256
+
+/**
+ * The one place money moves. A caller builds an operation (postings plus the rows describing it),
+ * and `submit` decides against memory and reserves there in the same synchronous step, then
+ * resolves once the group-commit writer has committed it.
+ */
+export class Ledger {
+  readonly balances = new HotBalances()
+  readonly pendingHolds = new Map<string, PendingHold>()
+  readonly accounts: AccountDirectory
+  readonly writer: GroupCommitWriter
+  readonly policies: Readonly<Record<AssetCode, AssetPolicy>>
+
+  constructor(
+    readonly db: Database,
+    options: LedgerOptions,
+  ) {
+    this.accounts = new AccountDirectory(db)
+    this.writer = new GroupCommitWriter(db, this.balances, { groupCommit: options.groupCommit, batchMax: options.batchMax ?? DEFAULT_BATCH_MAX })
+    this.policies = options.policies ?? DEFAULT_ASSET_POLICIES
+  }
+
+  /** Rebuilds memory from Postgres: every balance row and every pending hold. */
+  async load(): Promise<void> {
+    for (const row of await this.db.select().from(ledgerBalances)) {
+      const { orgId, accountId, asset, kind, available, held, inFlight, total } = row
+      this.balances.load({ orgId, accountId, asset, kind, available, held, inFlight, total })
+    }
+    for (const row of await this.db.select().from(holds).where(eq(holds.state, 'pending'))) {
+      this.pendingHolds.set(row.id, {
+        id: row.id,
+        orgId: row.orgId,
+        accountId: row.accountId,
+        asset: row.asset,
+        amountMinor: row.amount,
+        expiresAt: row.expiresAt,
+        createdAt: row.createdAt,
+        closing: false,
+      })
+    }
+  }
+
+  policy(asset: AssetCode): AssetPolicy {
+    return this.policies[asset]
+  }
+
+  balance(orgId: string, accountId: string, asset: string): HotBalance | undefined {
+    return this.balances.get(orgId, accountId, asset)
+  }
+
+  /**
+   * Decides and reserves synchronously (throws `insufficient_available` and changes nothing when a
+   * customer's available would go below zero), then waits for the commit. Everything the caller
+   * checked before must be checked in the same synchronous step that calls this.
+   */
+  submit(op: LedgerOperation): Promise<void> {
+    assertZeroSum(op.postings)
+    const overdraft = this.balances.findOverdraft(op.orgId, op.postings)
+    if (overdraft) {
+      if (overdraft.bucket !== 'available') {
+        throw new AssertionError(`operation would take ${overdraft.bucket} of ${overdraft.accountId} below zero`)
+      }
+      throw new ApiError('insufficient_available', `Available ${overdraft.asset} of ${overdraft.accountId} does not cover this operation`)
+    }
+    const deltas = deltasOf(op.orgId, op.postings, 1n)
+    this.balances.apply(deltas.values())
+    op.reserve?.()
+    return this.writer.enqueue(op, deltas)
+  }
+
+  /** Waits for every queued operation to commit or fail (shutdown, tests). */
+  async drain(): Promise<void> {
+    await this.writer.idle()
+  }
+}
+
+export async function openLedger(db: Database, options: LedgerOptions): Promise<Ledger> {
+  const ledger = new Ledger(db, options)
+  await ledger.load()
+  return ledger
+}

@@ -1,0 +1,45 @@
+import { Elysia, t } from 'elysia'
+import { apiDoc } from '../platform/openapi.ts'
+import type { Runtime } from '../runtime.ts'
+import { verifyLedger } from './verify.ts'
+import { appendEvent } from '../modules/events/writer.ts'
+
+const AccountParams = t.Object({ id: t.String({ maxLength: 64 }) })
+const doc = (summary: string, description?: string) => apiDoc(summary, 'Operators', { security: 'operator', description })
+
+const VerifyReportSchema = t.Object({
+  ok: t.Boolean(),
+  counts: t.Object({ balances: t.Integer(), movements: t.Integer(), postings: t.Integer() }),
+  problems: t.Array(t.Object({ check: t.String(), detail: t.Record(t.String(), t.String()) })),
+})
+
+const AccountStatus = t.Object({ id: t.String(), orgId: t.String(), status: t.Union([t.Literal('active'), t.Literal('frozen')]) })
+
+/** Operator routes of the ledger (under /ops/v1, authenticated by the operator token; all organizations). */
+export function ledgerOpsRoutes(runtime: Runtime) {
+  const setStatus = async (accountId: string, status: 'active' | 'frozen') => {
+    const entry = await runtime.ledger.accounts.setStatus(accountId, status, async (tx, changed) => {
+      const type = status === 'frozen' ? 'account.frozen' : 'account.unfrozen'
+      await appendEvent(tx, { orgId: changed.orgId, type, data: { accountId, externalId: changed.externalId }, created: runtime.clock.now(changed.orgId) })
+    })
+    return { id: entry.id, orgId: entry.orgId, status: entry.status }
+  }
+  return new Elysia({ name: 'kassa/ops-ledger', prefix: '/ops/v1' })
+    .get('/ledger/verify', () => verifyLedger(runtime.db), {
+      response: VerifyReportSchema,
+      detail: doc(
+        'Prove the ledger over the whole database',
+        'Each balance equals the sum of its postings per bucket; every movement sums to zero per asset; every balance keeps total = available + held + inFlight + sum(allocations); no customer bucket is negative.',
+      ),
+    })
+    .post('/accounts/:id/freeze', ({ params }) => setStatus(params.id, 'frozen'), {
+      params: AccountParams,
+      response: AccountStatus,
+      detail: doc('Freeze an account', 'A frozen account cannot send (account_frozen): no transfers, holds or captures from it. It can still receive.'),
+    })
+    .post('/accounts/:id/unfreeze', ({ params }) => setStatus(params.id, 'active'), {
+      params: AccountParams,
+      response: AccountStatus,
+      detail: doc('Unfreeze an account'),
+    })
+}

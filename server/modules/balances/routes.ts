@@ -1,0 +1,44 @@
+import { Elysia, t } from 'elysia'
+import type { AccessPlugin } from '../../platform/access.ts'
+import { apiDoc } from '../../platform/openapi.ts'
+import type { Runtime } from '../../runtime.ts'
+import { requireTestKey } from '../sandbox/routes.ts'
+import { AccountBalances, FundBody, Funding } from './model.ts'
+import * as service from './service.ts'
+
+const AccountParams = t.Object({ id: t.String({ maxLength: 64 }) })
+
+export function balancesRoutes(runtime: Runtime, access: AccessPlugin) {
+  return new Elysia({ name: 'kassa/balances', prefix: '/v1' })
+    .use(access)
+    .get('/accounts/:id/balances', ({ params, principal }) => service.getBalances(runtime, principal.orgId, params.id), {
+      access: 'secret',
+      params: AccountParams,
+      response: AccountBalances,
+      detail: apiDoc('Read an account\'s balances', 'Balances', {
+        description:
+          'One entry per supported asset. Always total = available + held + inFlight + sum(allocations.value). Held is reserved by pending holds.',
+      }),
+    })
+}
+
+/** Registered with the other sandbox helpers, so production answers 404. */
+export function sandboxFundingRoutes(runtime: Runtime, access: AccessPlugin) {
+  return new Elysia({ name: 'kassa/sandbox-funding', prefix: '/v1/sandbox' }).use(access).post(
+    '/accounts/:id/fund',
+    async ({ params, body, principal, set }) => {
+      requireTestKey(principal)
+      set.status = 201
+      return service.fundFromFaucet(runtime, principal.orgId, params.id, body)
+    },
+    {
+      access: 'secret',
+      params: AccountParams,
+      body: FundBody,
+      response: { 201: Funding },
+      detail: apiDoc('Credit an account from the sandbox faucet', 'Sandbox', {
+        description: 'Test keys only. A real double-entry movement from the organization\'s faucet account, so balances and verify behave as with deposits.',
+      }),
+    },
+  )
+}

@@ -1,0 +1,51 @@
+import { Elysia, t } from 'elysia'
+import type { AccessPlugin } from '../../platform/access.ts'
+import { apiDoc } from '../../platform/openapi.ts'
+import type { Runtime } from '../../runtime.ts'
+import { CaptureHoldBody, CreateHoldBody, Hold } from './model.ts'
+import * as service from './service.ts'
+
+const HoldParams = t.Object({ id: t.String({ maxLength: 64 }) })
+
+export function holdsRoutes(runtime: Runtime, access: AccessPlugin) {
+  return new Elysia({ name: 'kassa/holds', prefix: '/v1' })
+    .use(access)
+    .post(
+      '/holds',
+      async ({ body, principal, set }) => {
+        set.status = 201
+        return service.createHold(runtime, principal.orgId, body)
+      },
+      {
+        access: 'secret',
+        body: CreateHoldBody,
+        response: { 201: Hold },
+        detail: apiDoc('Reserve funds', 'Holds', {
+          description:
+            'Moves amount from available to held. The hold is pending until captured, released, or expired: at expiresAt (on the organization\'s clock) it is released automatically.',
+        }),
+      },
+    )
+    .post('/holds/:id/capture', ({ params, body, principal }) => service.captureHold(runtime, principal.orgId, params.id, body), {
+      access: 'secret',
+      params: HoldParams,
+      body: CaptureHoldBody,
+      response: Hold,
+      detail: apiDoc('Capture a hold', 'Holds', {
+        description:
+          'Once, for at most the held amount (default: all of it), to a destination account, as a transfer with its fee. The remainder returns to available in the same commit. hold_not_active unless pending; hold_expired past its expiry.',
+      }),
+    })
+    .post('/holds/:id/release', ({ params, principal }) => service.releaseHold(runtime, principal.orgId, params.id), {
+      access: 'secret',
+      params: HoldParams,
+      response: Hold,
+      detail: apiDoc('Release a hold', 'Holds', { description: 'Returns the whole hold to available. hold_not_active unless pending; hold_expired past its expiry.' }),
+    })
+    .get('/holds/:id', ({ params, principal }) => service.getHold(runtime, principal.orgId, params.id), {
+      access: 'secret',
+      params: HoldParams,
+      response: Hold,
+      detail: apiDoc('Read a hold', 'Holds'),
+    })
+}

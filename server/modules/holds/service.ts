@@ -1,0 +1,184 @@
+import { assertCanSend } from '../../ledger/accounts.ts'
+import { eventRow } from '../../ledger/events.ts'
+import type { Posting } from '../../ledger/hot-balances.ts'
+import type { PendingHold } from '../../ledger/ledger.ts'
+import type { HoldRow } from '../../ledger/writer.ts'
+import { notFound } from '../../lib/errors.ts'
+import { newId } from '../../lib/ids.ts'
+import { formatAmount, parseAmount } from '../../lib/money.ts'
+import type { Runtime } from '../../runtime.ts'
+import { findAsset, requireAsset } from '../assets/catalog.ts'
+import { assertWithinLimits } from '../transfers/fees.ts'
+import { executeTransfer } from '../transfers/service.ts'
+import type { CaptureHoldInput, CreateHoldInput, HoldView } from './model.ts'
+import { findHold, type HoldRecord } from './repo.ts'
+import { closingHooks, requirePendingHold, takePendingHold } from './state.ts'
+
+/** How often the expiry sweep looks for holds past their expiry on their organization's clock. */
+const EXPIRY_SWEEP_INTERVAL_MS = 250
+/** One sweep closes at most this many holds; the next sweep takes the rest. */
+const EXPIRY_SWEEP_BATCH_MAX = 1000
+
+export function toHoldView(row: HoldRow): HoldView {
+  const decimals = findAsset(row.asset)?.decimals ?? 0
+  return {
+    id: row.id,
+    accountId: row.accountId,
+    asset: row.asset,
+    amount: formatAmount(row.amount, decimals),
+    state: row.state,
+    expiresAt: row.expiresAt.toISOString(),
+    capturedAmount: row.capturedAmount == null ? null : formatAmount(row.capturedAmount, decimals),
+    transferId: row.transferId ?? null,
+    createdAt: (row.createdAt ?? new Date(0)).toISOString(),
+    closedAt: row.closedAt ? row.closedAt.toISOString() : null,
+  }
+}
+
+function holdRow(hold: PendingHold, state: HoldRow['state'], closedAt: Date | null): HoldRow {
+  return {
+    id: hold.id,
+    orgId: hold.orgId,
+    accountId: hold.accountId,
+    asset: hold.asset,
+    amount: hold.amountMinor,
+    state,
+    expiresAt: hold.expiresAt,
+    capturedAmount: null,
+    transferId: null,
+    createdAt: hold.createdAt,
+    closedAt,
+  }
+}
+
+function holdEventData(hold: PendingHold): Record<string, unknown> {
+  return {
+    holdId: hold.id,
+    accountId: hold.accountId,
+    asset: hold.asset,
+    amount: formatAmount(hold.amountMinor, requireAsset(hold.asset).decimals),
+    expiresAt: hold.expiresAt.toISOString(),
+  }
+}
+
+/** Reserves `amount` of the account's available into held until capture, release or expiry. */
+export async function createHold(runtime: Runtime, orgId: string, input: CreateHoldInput): Promise<HoldView> {
+  const info = requireAsset(input.asset)
+  const amountMinor = parseAmount(input.amount, info.decimals, 'amount')
+  assertWithinLimits(amountMinor, runtime.ledger.policy(info.asset), info.decimals)
+  const account = await runtime.ledger.accounts.require(orgId, input.accountId, 'accountId')
+  assertCanSend(account, 'accountId')
+  const now = runtime.clock.now(orgId)
+  const hold: PendingHold = {
+    id: newId('hold'),
+    orgId,
+    accountId: account.id,
+    asset: info.asset,
+    amountMinor,
+    expiresAt: new Date(now.getTime() + input.expiresInSeconds * 1000),
+    createdAt: now,
+    closing: false,
+  }
+  const row = holdRow(hold, 'pending', null)
+  const postings: Posting[] = [
+    { accountId: account.id, kind: 'customer', bucket: 'available', asset: info.asset, amountMinor: -amountMinor },
+    { accountId: account.id, kind: 'customer', bucket: 'held', asset: info.asset, amountMinor },
+  ]
+  await runtime.ledger.submit({
+    orgId,
+    movementId: newId('mv'),
+    movementKind: 'hold_reserve',
+    reference: hold.id,
+    createdAt: now,
+    postings,
+    holds: [row],
+    events: [eventRow(orgId, 'hold.created', { ...holdEventData(hold), externalId: account.externalId }, now)],
+    // The hold is pending (and capturable) from the moment its reservation is made.
+    reserve: () => runtime.ledger.pendingHolds.set(hold.id, hold),
+    revert: () => runtime.ledger.pendingHolds.delete(hold.id),
+  })
+  return toHoldView(row)
+}
+
+/** Pays from the hold to a destination; what the capture does not use returns to available. */
+export async function captureHold(runtime: Runtime, orgId: string, holdId: string, input: CaptureHoldInput): Promise<HoldView> {
+  await requirePendingHold(runtime, orgId, holdId)
+  const hold = runtime.ledger.pendingHolds.get(holdId)
+  // It closed while the lookup awaited; looking again answers why.
+  if (!hold) return captureHold(runtime, orgId, holdId, input)
+  const info = requireAsset(hold.asset)
+  const amountMinor = input.amount === undefined ? hold.amountMinor : parseAmount(input.amount, info.decimals, 'amount')
+  const transfer = await executeTransfer(runtime, orgId, {
+    sourceAccountId: hold.accountId,
+    destinationAccountId: input.destinationAccountId,
+    info,
+    amountMinor,
+    feeModel: input.feeModel ?? 'inclusive',
+    holdId,
+    description: input.description,
+    fields: { amount: 'amount', holdId: 'id' },
+  })
+  return toHoldView({ ...holdRow(hold, 'captured', transfer.createdAt), capturedAmount: transfer.totalDebited, transferId: transfer.id })
+}
+
+/** Returns the whole hold to available, by request (`released`) or by the clock (`expired`). */
+async function closeHold(runtime: Runtime, hold: PendingHold, state: 'released' | 'expired'): Promise<HoldRow> {
+  const now = runtime.clock.now(hold.orgId)
+  const row = holdRow(hold, state, now)
+  await runtime.ledger.submit({
+    orgId: hold.orgId,
+    movementId: newId('mv'),
+    movementKind: state === 'released' ? 'hold_release' : 'hold_expiry',
+    reference: hold.id,
+    createdAt: now,
+    postings: [
+      { accountId: hold.accountId, kind: 'customer', bucket: 'held', asset: hold.asset, amountMinor: -hold.amountMinor },
+      { accountId: hold.accountId, kind: 'customer', bucket: 'available', asset: hold.asset, amountMinor: hold.amountMinor },
+    ],
+    holds: [row],
+    events: [eventRow(hold.orgId, `hold.${state}`, holdEventData(hold), now)],
+    ...closingHooks(runtime, hold),
+  })
+  return row
+}
+
+export async function releaseHold(runtime: Runtime, orgId: string, holdId: string): Promise<HoldView> {
+  await requirePendingHold(runtime, orgId, holdId)
+  const hold = takePendingHold(runtime, orgId, holdId)
+  return toHoldView(await closeHold(runtime, hold, 'released'))
+}
+
+export async function getHold(runtime: Runtime, orgId: string, holdId: string): Promise<HoldView> {
+  const row: HoldRecord | undefined = await findHold(runtime.db, orgId, holdId)
+  if (!row) throw notFound('hold')
+  return toHoldView(row)
+}
+
+/** Expires every pending hold whose organization's clock has reached its expiry. */
+export async function expireDueHolds(runtime: Runtime): Promise<number> {
+  const due: PendingHold[] = []
+  for (const hold of runtime.ledger.pendingHolds.values()) {
+    if (due.length >= EXPIRY_SWEEP_BATCH_MAX) break
+    if (!hold.closing && runtime.clock.nowMs(hold.orgId) >= hold.expiresAt.getTime()) due.push(hold)
+  }
+  const outcomes = await Promise.allSettled(due.map((hold) => closeHold(runtime, hold, 'expired')))
+  for (const outcome of outcomes) if (outcome.status === 'rejected') console.error('hold expiry failed; the next sweep retries', outcome.reason)
+  return outcomes.filter((outcome) => outcome.status === 'fulfilled').length
+}
+
+/** Runs the expiry sweep in the background until the runtime stops. */
+export function startHoldExpiry(runtime: Runtime): void {
+  let sweeping: Promise<unknown> | undefined
+  const timer = setInterval(() => {
+    if (sweeping) return
+    sweeping = expireDueHolds(runtime).finally(() => {
+      sweeping = undefined
+    })
+  }, EXPIRY_SWEEP_INTERVAL_MS)
+  timer.unref()
+  runtime.stoppers.push(async () => {
+    clearInterval(timer)
+    await sweeping
+    await runtime.ledger.drain()
+  })
+}

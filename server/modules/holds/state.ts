@@ -1,0 +1,47 @@
+import type { PendingHold } from '../../ledger/ledger.ts'
+import { ApiError } from '../../lib/errors.ts'
+import type { Runtime } from '../../runtime.ts'
+import { findHold } from './repo.ts'
+
+/**
+ * A hold that memory holds as pending, or the contract's answer for why it cannot be used:
+ * not_found, hold_not_active (captured or released, or closing right now) or hold_expired.
+ * Pending holds are always in memory, so a miss is never pending; the database says what it is.
+ */
+export async function requirePendingHold(runtime: Runtime, orgId: string, holdId: string, field?: string): Promise<void> {
+  const pending = runtime.ledger.pendingHolds.get(holdId)
+  if (pending && pending.orgId === orgId) return
+  const row = await findHold(runtime.db, orgId, holdId)
+  if (!row) throw new ApiError('not_found', 'No such hold', field ? { field } : {})
+  if (row.state === 'expired') throw new ApiError('hold_expired', `Hold ${holdId} expired at ${row.expiresAt.toISOString()}`, field ? { field } : {})
+  throw new ApiError('hold_not_active', `Hold ${holdId} is ${row.state}`, field ? { field } : {})
+}
+
+/**
+ * The synchronous check made in the same step as the reservation: the hold is still pending, no
+ * other capture or release is committing it, and the organization's clock has not passed its expiry.
+ */
+export function takePendingHold(runtime: Runtime, orgId: string, holdId: string, field?: string): PendingHold {
+  const options = field ? { field } : {}
+  const pending = runtime.ledger.pendingHolds.get(holdId)
+  if (!pending || pending.orgId !== orgId || pending.closing) throw new ApiError('hold_not_active', `Hold ${holdId} is no longer pending`, options)
+  if (runtime.clock.nowMs(orgId) >= pending.expiresAt.getTime()) {
+    throw new ApiError('hold_expired', `Hold ${holdId} expired at ${pending.expiresAt.toISOString()}`, options)
+  }
+  return pending
+}
+
+/** Marks a pending hold as closing in memory; the returned pair plugs into a ledger operation. */
+export function closingHooks(runtime: Runtime, hold: PendingHold): { reserve: () => void; revert: () => void; committed: () => void } {
+  return {
+    reserve: () => {
+      hold.closing = true
+    },
+    revert: () => {
+      hold.closing = false
+    },
+    committed: () => {
+      runtime.ledger.pendingHolds.delete(hold.id)
+    },
+  }
+}

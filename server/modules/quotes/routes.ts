@@ -1,0 +1,35 @@
+import { Elysia, t } from 'elysia'
+import type { AccessPlugin } from '../../platform/access.ts'
+import { apiDoc } from '../../platform/openapi.ts'
+import type { Runtime } from '../../runtime.ts'
+import { CreateQuoteBody, Quote } from './model.ts'
+import * as service from './service.ts'
+
+const QuoteParams = t.Object({ id: t.String({ maxLength: 64 }) })
+
+export function quotesRoutes(runtime: Runtime, access: AccessPlugin) {
+  return new Elysia({ name: 'kassa/quotes', prefix: '/v1' })
+    .use(access)
+    .post(
+      '/quotes',
+      async ({ body, principal, set }) => {
+        set.status = 201
+        return service.createQuote(runtime, principal.orgId, body)
+      },
+      {
+        access: 'secret',
+        body: CreateQuoteBody,
+        response: { 201: Quote },
+        detail: apiDoc('Quote a withdrawal', 'Quotes', {
+          description:
+            'All-in and itemized (network fee and service fee), with an expiry on the organization\'s clock. Executable once: a withdrawal naming it after expiry is quote_expired, a second one quote_consumed.',
+        }),
+      },
+    )
+    .get('/quotes/:id', ({ params, principal }) => service.getQuote(runtime, principal.orgId, params.id), {
+      access: 'secret',
+      params: QuoteParams,
+      response: Quote,
+      detail: apiDoc('Read a quote', 'Quotes'),
+    })
+}

@@ -1,0 +1,41 @@
+import { Elysia, t } from 'elysia'
+import type { AccessPlugin } from '../../platform/access.ts'
+import { apiDoc } from '../../platform/openapi.ts'
+import type { Runtime } from '../../runtime.ts'
+import { CreateTransferBody, ListTransfersQuery, Transfer, TransferList } from './model.ts'
+import * as service from './service.ts'
+
+const TransferParams = t.Object({ id: t.String({ maxLength: 64 }) })
+
+export function transfersRoutes(runtime: Runtime, access: AccessPlugin) {
+  return new Elysia({ name: 'kassa/transfers', prefix: '/v1' })
+    .use(access)
+    .post(
+      '/transfers',
+      async ({ body, principal, set }) => {
+        set.status = 201
+        return service.createTransfer(runtime, principal.orgId, body)
+      },
+      {
+        access: 'secret',
+        body: CreateTransferBody,
+        response: { 201: Transfer },
+        detail: apiDoc('Move value between two accounts', 'Transfers', {
+          description:
+            'Synchronous: answers 201 with state completed once the movement is durable. The fee (bps plus a fixed part, per asset) goes to the organization\'s fee account and is itemized. With holdId the transfer is paid from that pending hold and the rest of the hold returns to available. Errors: insufficient_available, account_frozen, min_amount, limit_exceeded, unsupported_asset, hold_not_active, hold_expired.',
+        }),
+      },
+    )
+    .get('/transfers', ({ query, principal }) => service.listTransfers(runtime, principal.orgId, query), {
+      access: 'secret',
+      query: ListTransfersQuery,
+      response: TransferList,
+      detail: apiDoc('List transfers', 'Transfers', { description: 'Ordered by creation. Pass the last id of a page as `after` for the next page.' }),
+    })
+    .get('/transfers/:id', ({ params, principal }) => service.getTransfer(runtime, principal.orgId, params.id), {
+      access: 'secret',
+      params: TransferParams,
+      response: Transfer,
+      detail: apiDoc('Read a transfer', 'Transfers'),
+    })
+}
