@@ -211,6 +211,19 @@ describe('rotation', () => {
     const described = await app.ops('GET', `/ops/v1/orgs/${org.id}`)
     expect(described.body.keys.filter((key: { type: string }) => key.type === 'test')).toHaveLength(2)
   })
+
+  test('of eight concurrent rotations of one key exactly one succeeds and leaves one replacement', async () => {
+    const org = await app.createOrg('Racing rotations')
+    const answers = await Promise.all(
+      Array.from({ length: 8 }, () => app.ops('POST', `/ops/v1/keys/${org.testKeyId}/rotate`, { overlapSeconds: 60 })),
+    )
+    expect(answers.filter((answer) => answer.status === 201)).toHaveLength(1)
+    expect(answers.filter((answer) => answer.status === 409).every((answer) => answer.body.error.code === 'conflict')).toBe(true)
+    const described = await app.ops('GET', `/ops/v1/orgs/${org.id}`)
+    const testKeys = described.body.keys.filter((key: { type: string }) => key.type === 'test')
+    expect(testKeys).toHaveLength(2)
+    expect(testKeys.filter((key: { status: string }) => key.status === 'active')).toHaveLength(1)
+  })
 })
 
 describe('stored keys', () => {

@@ -1,4 +1,4 @@
-import { asc, eq } from 'drizzle-orm'
+import { and, asc, eq, isNull } from 'drizzle-orm'
 import type { Database, Executor } from '../../../db/client.ts'
 import { apiKeys, organizations } from '../../../db/schema/index.ts'
 import type { CachedKey, KeyCache } from './key-cache.ts'
@@ -78,5 +78,20 @@ export async function updateKey(
   changes: Partial<typeof apiKeys.$inferInsert>,
 ): Promise<ApiKeyRow | undefined> {
   const [row] = await executor.update(apiKeys).set(changes).where(eq(apiKeys.id, keyId)).returning()
+  return row
+}
+
+/** Gives an active key its rotation expiry; answers nothing when it is no longer active. */
+export async function claimKeyForRotation(
+  executor: Executor,
+  keyId: string,
+  expiresAt: Date,
+  replacedByKeyId: string,
+): Promise<ApiKeyRow | undefined> {
+  const [row] = await executor
+    .update(apiKeys)
+    .set({ expiresAt, replacedByKeyId })
+    .where(and(eq(apiKeys.id, keyId), isNull(apiKeys.expiresAt), isNull(apiKeys.revokedAt)))
+    .returning()
   return row
 }

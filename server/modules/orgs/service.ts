@@ -1,4 +1,4 @@
-import { notify } from '../../../db/client.ts'
+import { notify, type Executor } from '../../../db/client.ts'
 import { ApiError, notFound } from '../../lib/errors.ts'
 import { randomToken, sha256Hex } from '../../lib/hash.ts'
 import { newId } from '../../lib/ids.ts'
@@ -53,15 +53,15 @@ function assertKeyAllowed(org: repo.OrganizationRow, type: KeyType, environment:
   }
 }
 
-/** Issues a key; the caller commits and then the key is cached and announced. */
-async function issueKey(
-  runtime: Runtime,
+/** Writes a new key on the caller's transaction; the caller publishes it after commit. */
+async function insertNewKey(
+  executor: Executor,
   orgId: string,
   type: KeyType,
   environment: Environment,
 ): Promise<{ row: repo.ApiKeyRow; issued: IssuedKeyView }> {
   const secret = `${KEY_PREFIXES[type]}${randomToken(32)}`
-  const row = await repo.insertKey(runtime.db, {
+  const row = await repo.insertKey(executor, {
     id: newId('key'),
     orgId,
     type,
@@ -69,25 +69,34 @@ async function issueKey(
     keyHash: sha256Hex(secret),
     lastFour: secret.slice(-4),
   })
-  runtime.keys.upsertKey(repo.toCachedKey(row))
-  await announce(runtime, { kind: 'key', id: row.id })
   return {
     row,
     issued: { id: row.id, type: row.type, environment: row.environment, key: secret, createdAt: row.createdAt.toISOString() },
   }
 }
 
+/** After commit: this instance's cache first (so the answer is already true here), then the others. */
+async function publishKeys(runtime: Runtime, rows: repo.ApiKeyRow[]): Promise<void> {
+  for (const row of rows) runtime.keys.upsertKey(repo.toCachedKey(row))
+  for (const row of rows) await announce(runtime, { kind: 'key', id: row.id })
+}
+
 export async function createOrganization(runtime: Runtime, name: string) {
-  const org = await repo.insertOrganization(runtime.db, {
-    id: newId('org'),
-    name,
-    onboardingChecklist: Object.fromEntries(ONBOARDING_ITEMS.map((item) => [item, false])),
+  // The organization and its onboarding keys exist together or not at all.
+  const { org, test, publishable } = await runtime.db.transaction(async (tx) => {
+    const org = await repo.insertOrganization(tx, {
+      id: newId('org'),
+      name,
+      onboardingChecklist: Object.fromEntries(ONBOARDING_ITEMS.map((item) => [item, false])),
+    })
+    const test = await insertNewKey(tx, org.id, 'test', 'sandbox')
+    const publishable = await insertNewKey(tx, org.id, 'publishable', 'sandbox')
+    return { org, test, publishable }
   })
   runtime.keys.upsertOrg({ id: org.id, rateLimitPerMinute: null })
   // Other instances learn of the organization now, not at their next restart.
   await announce(runtime, { kind: 'org', id: org.id })
-  const test = await issueKey(runtime, org.id, 'test', 'sandbox')
-  const publishable = await issueKey(runtime, org.id, 'publishable', 'sandbox')
+  await publishKeys(runtime, [test.row, publishable.row])
   return { id: org.id, name: org.name, keys: [test.issued, publishable.issued] }
 }
 
@@ -123,7 +132,9 @@ export async function listOrganizations(runtime: Runtime): Promise<OrganizationV
 export async function issueOrganizationKey(runtime: Runtime, orgId: string, type: KeyType, environment: Environment) {
   const org = await requireOrganization(runtime, orgId)
   assertKeyAllowed(org, type, environment)
-  return (await issueKey(runtime, orgId, type, environment)).issued
+  const key = await insertNewKey(runtime.db, orgId, type, environment)
+  await publishKeys(runtime, [key.row])
+  return key.issued
 }
 
 async function requireKey(runtime: Runtime, keyId: string): Promise<repo.ApiKeyRow> {
@@ -141,14 +152,17 @@ export async function rotateKey(runtime: Runtime, keyId: string, overlapSeconds 
   const nowMs = runtime.clock.wallNowMs()
   const status = keyStatus(old, nowMs)
   if (status !== 'active') throw new ApiError('conflict', `Only an active key can be rotated; this key is ${status}`)
-  const replacement = await issueKey(runtime, old.orgId, old.type, old.environment)
-  const updated = await repo.updateKey(runtime.db, old.id, {
-    expiresAt: new Date(nowMs + overlapSeconds * 1000),
-    replacedByKeyId: replacement.row.id,
+  // The old key is claimed with a conditional update in the same transaction as its replacement,
+  // so two concurrent rotations cannot both succeed and leave two live replacements.
+  const rotated = await runtime.db.transaction(async (tx) => {
+    const replacement = await insertNewKey(tx, old.orgId, old.type, old.environment)
+    const updated = await repo.claimKeyForRotation(tx, old.id, new Date(nowMs + overlapSeconds * 1000), replacement.row.id)
+    if (!updated) throw new ApiError('conflict', 'This key was rotated or revoked meanwhile')
+    return { replacement, updated }
   })
-  runtime.keys.upsertKey(repo.toCachedKey(updated!))
-  await announce(runtime, { kind: 'key', id: old.id })
-  return { key: replacement.issued, previous: toKeySummary(updated!, nowMs) }
+  const { replacement, updated } = rotated
+  await publishKeys(runtime, [replacement.row, updated])
+  return { key: replacement.issued, previous: toKeySummary(updated, nowMs) }
 }
 
 export async function revokeKey(runtime: Runtime, keyId: string): Promise<KeySummaryView> {
