@@ -74,6 +74,14 @@ describe('transfers', () => {
     expect(carols.body.transfers.map((transfer: { destinationAccountId: string }) => transfer.destinationAccountId)).toEqual([carol])
   })
 
+  test('refuses a page size outside 1 to 200 naming limit', async () => {
+    for (const limit of ['0', '201', '-1', 'abc']) {
+      const response = await fx.call('GET', `/v1/transfers?limit=${limit}`)
+      expect(response.status).toBe(400)
+      expect(response.body.error).toMatchObject({ code: 'invalid_request', field: 'limit' })
+    }
+  })
+
   const refusals: Array<{ name: string; body: () => Record<string, unknown>; status: number; code: string; field?: string }> = [
     { name: 'more than available', body: () => ({ amount: '5000' }), status: 422, code: 'insufficient_available' },
     { name: 'additive fee pushes past available', body: () => ({ amount: '889', feeModel: 'additive' }), status: 422, code: 'insufficient_available' },

@@ -1,4 +1,5 @@
 import { t, type Static } from 'elysia'
+import { PageLimitQuery } from '../../lib/pagination.ts'
 
 export const ExternalId = t.String({
   minLength: 1,
@@ -58,7 +59,7 @@ export const ListAccountsQuery = t.Object(
     // The range is checked in the service, not here: Elysia coerces a query integer in a
     // transform whose range failure loses the parameter's name, and the caller must be told
     // which field is wrong.
-    limit: t.Optional(t.Integer({ description: 'Page size, 1 to 200; 50 when left out' })),
+    limit: PageLimitQuery,
   },
   { additionalProperties: false },
 )

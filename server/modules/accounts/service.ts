@@ -1,14 +1,13 @@
 import { errors as joseErrors, decodeProtectedHeader, importJWK, jwtVerify } from 'jose'
-import { ApiError, invalid, notFound } from '../../lib/errors.ts'
+import { ApiError, notFound } from '../../lib/errors.ts'
 import { newId } from '../../lib/ids.ts'
+import { pageLimit } from '../../lib/pagination.ts'
 import type { Runtime } from '../../runtime.ts'
 import { appendEvent } from '../events/writer.ts'
 import type { AccountView, AttestationKeyView, CreateAccountInput } from './model.ts'
 import * as repo from './repo.ts'
 
 const ATTESTATION_FIELD = 'attestation'
-const PAGE_SIZE_DEFAULT = 50
-const PAGE_SIZE_MAX = 200
 /** An attestation may not claim to be valid for longer than this. */
 const ATTESTATION_LIFETIME_MAX_SECONDS = 400 * 24 * 3600
 
@@ -91,10 +90,7 @@ export async function listAccounts(
   orgId: string,
   query: { externalId?: string; after?: string; limit?: number },
 ): Promise<{ accounts: AccountView[]; hasMore: boolean }> {
-  const limit = query.limit ?? PAGE_SIZE_DEFAULT
-  if (!Number.isSafeInteger(limit) || limit < 1 || limit > PAGE_SIZE_MAX) {
-    throw invalid('limit', `limit must be a whole number from 1 to ${PAGE_SIZE_MAX}`)
-  }
+  const limit = pageLimit(query.limit)
   const rows = await repo.listAccounts(runtime.db, orgId, { externalId: query.externalId, after: query.after, limit: limit + 1 })
   return { accounts: rows.slice(0, limit).map(toAccountView), hasMore: rows.length > limit }
 }

@@ -1,4 +1,5 @@
 import { t, type Static } from 'elysia'
+import { PageLimitQuery } from '../../lib/pagination.ts'
 import { DecimalAmount, RequestAmount } from '../balances/model.ts'
 
 export const FeeModelSchema = t.Union([t.Literal('inclusive'), t.Literal('additive')], {
@@ -41,7 +42,7 @@ export const ListTransfersQuery = t.Object(
   {
     accountId: t.Optional(t.String({ maxLength: 64, description: 'Transfers where this account is the source or the destination' })),
     after: t.Optional(t.String({ maxLength: 64, description: 'A transfer id: the page starts after it' })),
-    limit: t.Optional(t.Integer({ minimum: 1, maximum: 200, default: 50 })),
+    limit: PageLimitQuery,
   },
   { additionalProperties: false },
 )

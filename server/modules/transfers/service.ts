@@ -4,6 +4,7 @@ import { assertCanSend } from '../../ledger/accounts.ts'
 import type { PendingHold } from '../../ledger/ledger.ts'
 import type { HoldRow, LedgerOperation, TransferRow } from '../../ledger/writer.ts'
 import { invalid, notFound } from '../../lib/errors.ts'
+import { pageLimit } from '../../lib/pagination.ts'
 import { newId } from '../../lib/ids.ts'
 import { formatAmount, parseAmount } from '../../lib/money.ts'
 import type { Runtime } from '../../runtime.ts'
@@ -188,7 +189,7 @@ export async function listTransfers(
   orgId: string,
   query: { accountId?: string; after?: string; limit?: number },
 ): Promise<{ transfers: TransferView[]; hasMore: boolean }> {
-  const limit = query.limit ?? 50
+  const limit = pageLimit(query.limit)
   const rows = await repo.listTransfers(runtime.db, orgId, { accountId: query.accountId, after: query.after, limit: limit + 1 })
   return { transfers: rows.slice(0, limit).map(toTransferView), hasMore: rows.length > limit }
 }

@@ -1,0 +1,20 @@
+import { t } from 'elysia'
+import { invalid } from './errors.ts'
+
+export const PAGE_SIZE_DEFAULT = 50
+export const PAGE_SIZE_MAX = 200
+
+/**
+ * The `limit` query parameter of every list. Its range is checked by `pageLimit`, not by the
+ * schema: Elysia coerces query integers through a transform whose range failures lose the
+ * parameter's name, and a refusal must name the field.
+ */
+export const PageLimitQuery = t.Optional(t.Integer({ description: `Page size, 1 to ${PAGE_SIZE_MAX}; ${PAGE_SIZE_DEFAULT} when left out` }))
+
+export function pageLimit(limit: number | undefined): number {
+  const value = limit ?? PAGE_SIZE_DEFAULT
+  if (!Number.isSafeInteger(value) || value < 1 || value > PAGE_SIZE_MAX) {
+    throw invalid('limit', `limit must be a whole number from 1 to ${PAGE_SIZE_MAX}`)
+  }
+  return value
+}
