@@ -5,6 +5,8 @@ import { accountsRoutes } from './modules/accounts/routes.ts'
 import { assetsRoutes } from './modules/assets/routes.ts'
 import { balancesRoutes, sandboxFundingRoutes } from './modules/balances/routes.ts'
 import { holdsRoutes } from './modules/holds/routes.ts'
+import { paymentsRoutes } from './modules/payments/routes.ts'
+import { startPayments } from './modules/payments/service.ts'
 import { startHoldExpiry } from './modules/holds/service.ts'
 import { quotesRoutes } from './modules/quotes/routes.ts'
 import { orgsOpsRoutes } from './modules/orgs/routes.ts'
@@ -41,6 +43,7 @@ export function buildApp(runtime: Runtime) {
     .use(holdsRoutes(runtime, access))
     .use(transfersRoutes(runtime, access))
     .use(quotesRoutes(runtime, access))
+    .use(paymentsRoutes(runtime, access))
   if (runtime.config.serviceEnv === 'sandbox') {
     app = app.use(sandboxRoutes(runtime, access)).use(sandboxFundingRoutes(runtime, access)) as unknown as typeof app
   }
@@ -59,6 +62,8 @@ export interface Kassa {
 /** Builds the whole service for a config; only `server/main.ts` listens. */
 export async function createApp(config: Config, options: RuntimeOptions = {}): Promise<Kassa> {
   const runtime = await createRuntime(config, options)
+  // Payments own some holds; they must be known before the hold sweeper starts.
+  await startPayments(runtime)
   const app = buildApp(runtime)
   return {
     app,

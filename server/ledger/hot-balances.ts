@@ -5,13 +5,15 @@ export type LedgerAccountKind = 'customer' | 'system'
 
 /**
  * The organization's own ledger accounts. Money enters through the faucet (sandbox) or chain
- * clearing (deposits), so those two run negative by design; fees and suspense only ever receive.
+ * clearing (deposits), so those two run negative by design; fees, suspense and card settlement only ever receive.
  */
 export const SYSTEM_ACCOUNTS = {
   faucet: 'system:faucet',
   chainClearing: 'system:chain_clearing',
   fees: 'system:fees',
   suspense: 'system:suspense',
+  /** Receives captured card payments until the card network settles them with the organization. */
+  cardSettlement: 'system:card_settlement',
 } as const
 
 const MAY_GO_NEGATIVE: ReadonlySet<string> = new Set([SYSTEM_ACCOUNTS.faucet, SYSTEM_ACCOUNTS.chainClearing])

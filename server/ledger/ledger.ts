@@ -19,6 +19,8 @@ export interface PendingHold {
   expiresAt: Date
   createdAt: Date
   closing: boolean
+  /** The resource that owns this hold (a payment's id): only it may capture or release the hold. */
+  ownerId?: string
 }
 
 export interface LedgerOptions {

@@ -1,6 +1,6 @@
 import { inArray, sql } from 'drizzle-orm'
 import { queryRows, type Database, type Transaction } from '../../db/client.ts'
-import { events, holds, ledgerBalances, ledgerMovements, ledgerPostings, transfers } from '../../db/schema/index.ts'
+import { events, holds, ledgerBalances, ledgerMovements, ledgerPostings, payments, transfers } from '../../db/schema/index.ts'
 import { assert } from '../lib/assert.ts'
 import { ApiError } from '../lib/errors.ts'
 import { balanceKey, deltasOf, type BalanceDelta, type HotBalance, type HotBalances, type Posting } from './hot-balances.ts'
@@ -8,6 +8,7 @@ import { balanceKey, deltasOf, type BalanceDelta, type HotBalance, type HotBalan
 export type HoldRow = typeof holds.$inferInsert
 export type TransferRow = typeof transfers.$inferInsert
 export type EventRow = typeof events.$inferInsert
+export type PaymentRow = typeof payments.$inferInsert
 
 /**
  * Everything one operation writes. The writer turns a batch of these into a handful of multi-row
@@ -22,6 +23,7 @@ export interface LedgerOperation {
   postings: Posting[]
   holds?: HoldRow[]
   transfers?: TransferRow[]
+  payments?: PaymentRow[]
   events?: EventRow[]
   /** Memory beyond balances (a hold's state), changed in the same step as the reservation. */
   reserve?: () => void
@@ -222,6 +224,24 @@ export class GroupCommitWriter {
         })
     }
     if (transferRows.length > 0) await tx.insert(transfers).values(transferRows)
+    const paymentRows = ops.flatMap((op) => op.payments ?? [])
+    if (paymentRows.length > 0) {
+      // Like holds: a payment is authorized and closed by different operations; the last state wins.
+      const latest = new Map<string, PaymentRow>()
+      for (const row of paymentRows) latest.set(row.id, row)
+      await tx
+        .insert(payments)
+        .values([...latest.values()])
+        .onConflictDoUpdate({
+          target: payments.id,
+          set: {
+            state: sql`excluded.state`,
+            failureCode: sql`excluded.failure_code`,
+            capturedAmount: sql`excluded.captured_amount`,
+            closedAt: sql`excluded.closed_at`,
+          },
+        })
+    }
     // Events go in the same transaction as the change they describe (the outbox). They are
     // inserted in one statement per batch, in queue order, so the log's order is commit order.
     if (eventRows.length > 0) await tx.insert(events).values(eventRows)

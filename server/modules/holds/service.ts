@@ -2,7 +2,7 @@ import { assertCanSend } from '../../ledger/accounts.ts'
 import { eventRow } from '../../ledger/events.ts'
 import type { Posting } from '../../ledger/hot-balances.ts'
 import type { PendingHold } from '../../ledger/ledger.ts'
-import type { HoldRow } from '../../ledger/writer.ts'
+import type { HoldRow, LedgerOperation } from '../../ledger/writer.ts'
 import { notFound } from '../../lib/errors.ts'
 import { newId } from '../../lib/ids.ts'
 import { formatAmount, parseAmount } from '../../lib/money.ts'
@@ -121,11 +121,24 @@ export async function captureHold(runtime: Runtime, orgId: string, holdId: strin
   return toHoldView({ ...holdRow(hold, 'captured', transfer.createdAt), capturedAmount: transfer.totalDebited, transferId: transfer.id })
 }
 
+/**
+ * A module that owns holds (payments) adds its own rows and events to the commit that expires one,
+ * so the owner's state changes in the same transaction as the hold's.
+ */
+export type HoldExpiryExtension = (hold: PendingHold, operation: LedgerOperation, now: Date) => void
+const expiryExtensions = new WeakMap<Runtime, HoldExpiryExtension[]>()
+
+export function onHoldExpiry(runtime: Runtime, extension: HoldExpiryExtension): void {
+  const list = expiryExtensions.get(runtime) ?? []
+  list.push(extension)
+  expiryExtensions.set(runtime, list)
+}
+
 /** Returns the whole hold to available, by request (`released`) or by the clock (`expired`). */
 async function closeHold(runtime: Runtime, hold: PendingHold, state: 'released' | 'expired'): Promise<HoldRow> {
   const now = runtime.clock.now(hold.orgId)
   const row = holdRow(hold, state, now)
-  await runtime.ledger.submit({
+  const operation: LedgerOperation = {
     orgId: hold.orgId,
     movementId: newId('mv'),
     movementKind: state === 'released' ? 'hold_release' : 'hold_expiry',
@@ -138,7 +151,9 @@ async function closeHold(runtime: Runtime, hold: PendingHold, state: 'released' 
     holds: [row],
     events: [eventRow(hold.orgId, `hold.${state}`, holdEventData(hold), now)],
     ...closingHooks(runtime, hold),
-  })
+  }
+  if (state === 'expired' && hold.ownerId !== undefined) for (const extend of expiryExtensions.get(runtime) ?? []) extend(hold, operation, now)
+  await runtime.ledger.submit(operation)
   return row
 }
 

@@ -21,10 +21,12 @@ export async function requirePendingHold(runtime: Runtime, orgId: string, holdId
  * The synchronous check made in the same step as the reservation: the hold is still pending, no
  * other capture or release is committing it, and the organization's clock has not passed its expiry.
  */
-export function takePendingHold(runtime: Runtime, orgId: string, holdId: string, field?: string): PendingHold {
+export function takePendingHold(runtime: Runtime, orgId: string, holdId: string, field?: string, ownerId?: string): PendingHold {
   const options = field ? { field } : {}
   const pending = runtime.ledger.pendingHolds.get(holdId)
   if (!pending || pending.orgId !== orgId || pending.closing) throw new ApiError('hold_not_active', `Hold ${holdId} is no longer pending`, options)
+  // A payment's hold moves only through the payment, so its state and the hold's cannot diverge.
+  if (pending.ownerId !== ownerId) throw new ApiError('hold_not_active', `Hold ${holdId} belongs to ${pending.ownerId ?? 'no owner'}; use that resource`, options)
   if (runtime.clock.nowMs(orgId) >= pending.expiresAt.getTime()) {
     throw new ApiError('hold_expired', `Hold ${holdId} expired at ${pending.expiresAt.toISOString()}`, options)
   }

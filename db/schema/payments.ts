@@ -1,0 +1,34 @@
+import { index, numeric, pgTable, text, timestamp } from 'drizzle-orm/pg-core'
+
+const money = (name: string) => numeric(name, { precision: 38, scale: 0, mode: 'bigint' })
+const at = (name: string) => timestamp(name, { withTimezone: true, mode: 'date' })
+
+/**
+ * A card-style payment authorization. States: `authorized` (its hold is pending) moves once to
+ * `captured`, `voided` or `expired`; `declined` is terminal from the start. Declines are recorded
+ * too, with the issuer-like `failure_code`.
+ */
+export const payments = pgTable(
+  'payments',
+  {
+    id: text('id').primaryKey(),
+    orgId: text('org_id').notNull(),
+    accountId: text('account_id').notNull(),
+    asset: text('asset').notNull(),
+    /** Minor units; null only when the asset is unsupported (its decimals are unknown). */
+    amount: money('amount'),
+    /** The amount exactly as the request gave it. */
+    requestedAmount: text('requested_amount').notNull(),
+    state: text('state', { enum: ['authorized', 'declined', 'captured', 'voided', 'expired'] }).notNull(),
+    failureCode: text('failure_code'),
+    holdId: text('hold_id'),
+    capturedAmount: money('captured_amount'),
+    merchantName: text('merchant_name'),
+    merchantMcc: text('merchant_mcc'),
+    description: text('description'),
+    expiresAt: at('expires_at'),
+    createdAt: at('created_at').notNull(),
+    closedAt: at('closed_at'),
+  },
+  (table) => [index('payments_org_idx').on(table.orgId, table.id), index('payments_account_idx').on(table.orgId, table.accountId, table.id), index('payments_state_idx').on(table.state)],
+)

@@ -1,0 +1,59 @@
+import { Elysia, t } from 'elysia'
+import type { AccessPlugin } from '../../platform/access.ts'
+import { apiDoc } from '../../platform/openapi.ts'
+import type { Runtime } from '../../runtime.ts'
+import { AuthorizePaymentBody, CapturePaymentBody, ListPaymentsQuery, Payment, PaymentList } from './model.ts'
+import * as service from './service.ts'
+
+const PaymentParams = t.Object({ id: t.String({ maxLength: 64 }) })
+
+const STATES_DOC =
+  'States: authorized → captured | voided | expired (24 h after authorization on the organization\'s clock, event payment.expired); declined is terminal from the start. Events: payment.authorized, payment.declined, payment.captured, payment.voided, payment.expired.'
+const REFUSALS_DOC = 'Refused with hold_not_active (409) unless the payment is authorized (declined, captured, voided, or closing right now), and hold_expired (422) once it has lapsed.'
+
+export function paymentsRoutes(runtime: Runtime, access: AccessPlugin) {
+  return new Elysia({ name: 'kassa/payments', prefix: '/v1' })
+    .use(access)
+    .post(
+      '/payments/authorize',
+      async ({ body, principal, set }) => {
+        set.status = 201
+        return service.authorizePayment(runtime, principal.orgId, body)
+      },
+      {
+        access: 'secret',
+        body: AuthorizePaymentBody,
+        response: { 201: Payment },
+        detail: apiDoc('Authorize a payment', 'Payments', {
+          description: `Synchronous, answered within a hard budget of 500 ms. Approved: 201 with state authorized, the amount held on the account until capture, void or lapse. Declined: 201 with state declined and failureCode (insufficient_funds, account_frozen, limit_exceeded, amount_too_small, unsupported_asset; processing_timeout when the approval could not be made durable within the budget, processing_error when the database refused it). A declined authorization can never be captured. Malformed input is 400 invalid_request; an unknown account is 404. ${STATES_DOC}`,
+        }),
+      },
+    )
+    .post('/payments/:id/capture', ({ params, body, principal }) => service.capturePayment(runtime, principal.orgId, params.id, body ?? {}), {
+      access: 'secret',
+      params: PaymentParams,
+      body: t.Optional(CapturePaymentBody),
+      response: Payment,
+      detail: apiDoc('Capture a payment', 'Payments', {
+        description: `Once, for at most the authorized amount (default: all of it), to the organization's card-settlement account; the remainder returns to available in the same commit. State becomes captured. ${REFUSALS_DOC}`,
+      }),
+    })
+    .post('/payments/:id/void', ({ params, principal }) => service.voidPayment(runtime, principal.orgId, params.id), {
+      access: 'secret',
+      params: PaymentParams,
+      response: Payment,
+      detail: apiDoc('Void a payment', 'Payments', { description: `Releases the whole hold back to available. State becomes voided. ${REFUSALS_DOC}` }),
+    })
+    .get('/payments', ({ query, principal }) => service.listPayments(runtime, principal.orgId, query), {
+      access: 'secret',
+      query: ListPaymentsQuery,
+      response: PaymentList,
+      detail: apiDoc('List payments', 'Payments', { description: `Declines included. Ordered by creation; pass the last id of a page as after for the next. ${STATES_DOC}` }),
+    })
+    .get('/payments/:id', ({ params, principal }) => service.getPayment(runtime, principal.orgId, params.id), {
+      access: 'secret',
+      params: PaymentParams,
+      response: Payment,
+      detail: apiDoc('Read a payment', 'Payments', { description: STATES_DOC }),
+    })
+}

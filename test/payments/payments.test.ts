@@ -1,0 +1,336 @@
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { sql } from 'drizzle-orm'
+import { queryRows, type Database } from '../../db/client.ts'
+import { createApp, type Kassa } from '../../server/app.ts'
+import { configForTests } from '../../server/config.ts'
+import { SYSTEM_ACCOUNTS } from '../../server/ledger/hot-balances.ts'
+import { expireDueHolds } from '../../server/modules/holds/service.ts'
+import { AUTHORIZATION_BUDGET_MS, configurePayments } from '../../server/modules/payments/service.ts'
+import { startTestApp, type TestApp, type TestResponse } from '../support/app.ts'
+import { expectVerified, ledgerFixture, ledgerState, type LedgerFixture } from '../ledger/support.ts'
+
+let app: TestApp
+let fx: LedgerFixture
+let payer: string
+
+beforeAll(async () => {
+  app = await startTestApp()
+  fx = await ledgerFixture(app)
+  payer = await fx.mint('card-holder')
+  await fx.fund(payer, '100')
+})
+afterAll(async () => {
+  await app.close()
+})
+
+const authorize = (amount: string, extra: Record<string, unknown> = {}) =>
+  fx.call('POST', '/v1/payments/authorize', { accountId: payer, asset: 'USDC', amount, merchant: { name: 'Coffee Shop', mcc: '5814' }, ...extra })
+
+async function paymentCount(): Promise<number> {
+  await app.kassa.runtime.ledger.drain()
+  const [row] = await queryRows<{ count: string }>(app.kassa.runtime.db, sql`select count(*) as count from payments`)
+  return Number(row!.count)
+}
+
+async function eventsOf(paymentId: string): Promise<string[]> {
+  const rows = await queryRows<{ type: string }>(app.kassa.runtime.db, sql`select type from events where data->>'paymentId' = ${paymentId} order by id`)
+  return rows.map((row) => row.type)
+}
+
+function settlement(): bigint {
+  return app.kassa.runtime.ledger.balance(fx.org.id, SYSTEM_ACCOUNTS.cardSettlement, 'USDC')?.available ?? 0n
+}
+
+/** A refusal of an existing payment: the status and code, and nothing at all changed. */
+async function expectRefused(send: () => Promise<TestResponse>, status: number, code: string): Promise<void> {
+  const before = { ledger: await ledgerState(app), payments: await paymentCount() }
+  const response = await send()
+  expect({ status: response.status, code: response.body?.error?.code }).toEqual({ status, code })
+  expect({ ledger: await ledgerState(app), payments: await paymentCount() }).toEqual(before)
+}
+
+describe('authorize', () => {
+  test('an approval holds the amount and is authorized for 24 h on the organization clock', async () => {
+    const response = await authorize('30')
+    expect(response.status).toBe(201)
+    expect(response.body).toMatchObject({ state: 'authorized', failureCode: null, amount: '30.000000', accountId: payer, merchant: { name: 'Coffee Shop', mcc: '5814' } })
+    expect(response.body.id).toMatch(/^pay_[0-9a-f]{32}$/)
+    expect(new Date(response.body.expiresAt).getTime() - new Date(response.body.createdAt).getTime()).toBe(24 * 3600 * 1000)
+    expect(await fx.balance(payer)).toMatchObject({ total: '100.000000', available: '70.000000', held: '30.000000' })
+    expect((await fx.call('GET', `/v1/payments/${response.body.id}`)).body).toEqual(response.body)
+    expect(await eventsOf(response.body.id)).toEqual(['payment.authorized'])
+    const voided = await fx.call('POST', `/v1/payments/${response.body.id}/void`)
+    expect(voided.status).toBe(200)
+    expect(voided.body).toMatchObject({ state: 'voided', id: response.body.id })
+    expect(await fx.balance(payer)).toMatchObject({ total: '100.000000', available: '100.000000', held: '0.000000' })
+    expect(await eventsOf(response.body.id)).toEqual(['payment.authorized', 'payment.voided'])
+    await expectVerified(app)
+  })
+
+  const declines: Array<{ name: string; body: Record<string, unknown>; code: string }> = [
+    { name: 'more than available', body: { amount: '1000' }, code: 'insufficient_funds' },
+    { name: 'below the minimum', body: { amount: '0.01' }, code: 'amount_too_small' },
+    { name: 'above the limit', body: { amount: '2000000' }, code: 'limit_exceeded' },
+    { name: 'an unsupported asset', body: { asset: 'EUR', amount: '5.00' }, code: 'unsupported_asset' },
+  ]
+  for (const decline of declines) {
+    test(`declines ${decline.name} with 201 ${decline.code}, records it, and moves no money`, async () => {
+      const before = await ledgerState(app)
+      const count = await paymentCount()
+      const response = await authorize('1', decline.body)
+      expect(response.status).toBe(201)
+      expect(response.body).toMatchObject({ state: 'declined', failureCode: decline.code, holdId: null, expiresAt: null })
+      expect((await fx.call('GET', `/v1/payments/${response.body.id}`)).body).toEqual(response.body)
+      expect(await eventsOf(response.body.id)).toEqual(['payment.declined'])
+      const after = (await ledgerState(app)) as { counts: Record<string, number> }
+      expect(after).toEqual({ ...(before as object), counts: { ...(before as { counts: Record<string, number> }).counts, events: (before as { counts: Record<string, number> }).counts.events! + 1 } })
+      expect(await paymentCount()).toBe(count + 1)
+    })
+  }
+
+  test('declines a frozen account with account_frozen', async () => {
+    const frozen = await fx.mint('frozen-card')
+    await fx.fund(frozen, '10')
+    const freeze = await app.ops('POST', `/ops/v1/accounts/${frozen}/freeze`)
+    expect(freeze.status).toBe(200)
+    const response = await fx.call('POST', '/v1/payments/authorize', { accountId: frozen, asset: 'USDC', amount: '1' })
+    expect(response.status).toBe(201)
+    expect(response.body).toMatchObject({ state: 'declined', failureCode: 'account_frozen' })
+    expect(await fx.balance(frozen)).toMatchObject({ available: '10.000000', held: '0.000000' })
+  })
+
+  const invalids: Array<{ name: string; body: Record<string, unknown>; status: number; code: string }> = [
+    { name: 'too many decimals', body: { amount: '1.0000001' }, status: 400, code: 'invalid_request' },
+    { name: 'a malformed amount', body: { amount: '1e3' }, status: 400, code: 'invalid_request' },
+    { name: 'a negative amount', body: { amount: '-1' }, status: 400, code: 'invalid_request' },
+    { name: 'an unknown field', body: { tip: '1' }, status: 400, code: 'invalid_request' },
+    { name: 'a malformed mcc', body: { merchant: { name: 'x', mcc: 'abcd' } }, status: 400, code: 'invalid_request' },
+    { name: 'an unknown account', body: { accountId: 'acct_00000000000000000000000000000000' }, status: 404, code: 'not_found' },
+  ]
+  for (const refusal of invalids) {
+    test(`refuses ${refusal.name} with ${refusal.status} and records nothing`, async () => {
+      await expectRefused(() => authorize('1', refusal.body), refusal.status, refusal.code)
+    })
+  }
+
+  test("another organization's account is not_found and its payments are invisible", async () => {
+    const other = await ledgerFixture(app, 'Other')
+    await expectRefused(() => other.call('POST', '/v1/payments/authorize', { accountId: payer, asset: 'USDC', amount: '1' }), 404, 'not_found')
+    const mine = (await authorize('1')).body
+    expect((await other.call('GET', `/v1/payments/${mine.id}`)).status).toBe(404)
+    await expectRefused(() => other.call('POST', `/v1/payments/${mine.id}/capture`, {}), 404, 'not_found')
+    expect((await other.call('GET', '/v1/payments')).body.payments).toEqual([])
+    await fx.call('POST', `/v1/payments/${mine.id}/void`)
+  })
+
+  test('an Idempotency-Key replays the first answer and reserves once', async () => {
+    const headers = { 'idempotency-key': `pay-${Date.now()}` }
+    const body = { accountId: payer, asset: 'USDC', amount: '2' }
+    const first = await app.call('POST', '/v1/payments/authorize', { key: fx.org.testKey, body, headers })
+    const second = await app.call('POST', '/v1/payments/authorize', { key: fx.org.testKey, body, headers })
+    expect(first.status).toBe(201)
+    expect(second.status).toBe(201)
+    expect(second.body).toEqual(first.body)
+    expect(second.headers.get('idempotent-replayed') ?? second.headers.get('Idempotent-Replayed')).toBe('true')
+    expect(await fx.balance(payer)).toMatchObject({ available: '98.000000', held: '2.000000' })
+    await fx.call('POST', `/v1/payments/${first.body.id}/void`)
+    expect(await fx.balance(payer)).toMatchObject({ available: '100.000000', held: '0.000000' })
+  })
+})
+
+describe('capture and void', () => {
+  test('a partial capture pays the card-settlement account and returns the remainder in the same commit', async () => {
+    const payment = (await authorize('40')).body
+    const before = settlement()
+    const captured = await fx.call('POST', `/v1/payments/${payment.id}/capture`, { amount: '25' })
+    expect(captured.status).toBe(200)
+    expect(captured.body).toMatchObject({ state: 'captured', capturedAmount: '25.000000', amount: '40.000000' })
+    expect(await fx.balance(payer)).toMatchObject({ total: '75.000000', available: '75.000000', held: '0.000000' })
+    expect(settlement() - before).toBe(25_000_000n)
+    const movements = await app.kassa.runtime.db.query.ledgerMovements.findMany({ where: (table, { eq, and }) => and(eq(table.reference, payment.id), eq(table.kind, 'payment_capture')) })
+    expect(movements).toHaveLength(1)
+    expect(await eventsOf(payment.id)).toEqual(['payment.authorized', 'payment.captured'])
+    expect((await fx.call('GET', `/v1/holds/${payment.holdId}`)).body).toMatchObject({ state: 'captured', capturedAmount: '25.000000' })
+    await expectVerified(app)
+  })
+
+  test('a capture without an amount takes all of it', async () => {
+    const payment = (await authorize('5')).body
+    const captured = await fx.call('POST', `/v1/payments/${payment.id}/capture`)
+    expect(captured.status).toBe(200)
+    expect(captured.body).toMatchObject({ state: 'captured', capturedAmount: '5.000000' })
+    expect(await fx.balance(payer)).toMatchObject({ total: '70.000000', available: '70.000000', held: '0.000000' })
+  })
+
+  test('a second capture, a capture after void and a void after capture are hold_not_active and change nothing', async () => {
+    const captured = (await authorize('3')).body
+    await fx.call('POST', `/v1/payments/${captured.id}/capture`, {})
+    await expectRefused(() => fx.call('POST', `/v1/payments/${captured.id}/capture`, {}), 409, 'hold_not_active')
+    await expectRefused(() => fx.call('POST', `/v1/payments/${captured.id}/void`), 409, 'hold_not_active')
+    const voided = (await authorize('3')).body
+    await fx.call('POST', `/v1/payments/${voided.id}/void`)
+    await expectRefused(() => fx.call('POST', `/v1/payments/${voided.id}/capture`, {}), 409, 'hold_not_active')
+    await expectRefused(() => fx.call('POST', `/v1/payments/${voided.id}/void`), 409, 'hold_not_active')
+    const declined = (await authorize('5000')).body
+    expect(declined.state).toBe('declined')
+    await expectRefused(() => fx.call('POST', `/v1/payments/${declined.id}/capture`, {}), 409, 'hold_not_active')
+    await expectRefused(() => fx.call('POST', `/v1/payments/${declined.id}/void`), 409, 'hold_not_active')
+    expect(await fx.balance(payer)).toMatchObject({ total: '67.000000', available: '67.000000', held: '0.000000' })
+  })
+
+  test('capturing more than authorized is invalid_request and changes nothing', async () => {
+    const payment = (await authorize('3')).body
+    await expectRefused(() => fx.call('POST', `/v1/payments/${payment.id}/capture`, { amount: '3.000001' }), 400, 'invalid_request')
+    await expectRefused(() => fx.call('POST', `/v1/payments/${payment.id}/capture`, { amount: '0' }), 400, 'invalid_request')
+    await fx.call('POST', `/v1/payments/${payment.id}/void`)
+  })
+
+  test("the payment's hold cannot be captured or released through the holds API", async () => {
+    const payment = (await authorize('2')).body
+    const merchant = await fx.mint('merchant-direct')
+    await expectRefused(() => fx.call('POST', `/v1/holds/${payment.holdId}/release`), 409, 'hold_not_active')
+    await expectRefused(() => fx.call('POST', `/v1/holds/${payment.holdId}/capture`, { destinationAccountId: merchant }), 409, 'hold_not_active')
+    await fx.call('POST', `/v1/payments/${payment.id}/void`)
+  })
+
+  test('concurrent captures of one payment: exactly one wins', async () => {
+    const payment = (await authorize('4')).body
+    const answers = await Promise.all(Array.from({ length: 5 }, () => fx.call('POST', `/v1/payments/${payment.id}/capture`, {})))
+    expect(answers.filter((answer) => answer.status === 200)).toHaveLength(1)
+    expect(answers.filter((answer) => answer.status === 409).every((answer) => answer.body.error.code === 'hold_not_active')).toBe(true)
+    expect(await fx.balance(payer)).toMatchObject({ total: '63.000000', available: '63.000000', held: '0.000000' })
+    await expectVerified(app)
+  })
+})
+
+describe('list', () => {
+  test('pages with after and limit, and filters by account', async () => {
+    const other = await fx.mint('list-other')
+    await fx.fund(other, '5')
+    const mine = (await fx.call('POST', '/v1/payments/authorize', { accountId: other, asset: 'USDC', amount: '1' })).body
+    const firstPage = await fx.call('GET', '/v1/payments?limit=2')
+    expect(firstPage.status).toBe(200)
+    expect(firstPage.body.payments).toHaveLength(2)
+    expect(firstPage.body.hasMore).toBe(true)
+    const next = await fx.call('GET', `/v1/payments?limit=2&after=${firstPage.body.payments[1].id}`)
+    expect(next.body.payments[0].id > firstPage.body.payments[1].id).toBe(true)
+    const filtered = await fx.call('GET', `/v1/payments?accountId=${other}`)
+    expect(filtered.body).toEqual({ payments: [mine], hasMore: false })
+    await fx.call('POST', `/v1/payments/${mine.id}/void`)
+  })
+})
+
+describe('fail closed', () => {
+  test('a commit slower than the budget is declined processing_timeout in time, and the late write can never be captured', async () => {
+    const writer = app.kassa.runtime.ledger.writer as unknown as { db: Database }
+    const realDb = writer.db
+    let openGate!: () => void
+    const gate = new Promise<void>((resolve) => (openGate = resolve))
+    writer.db = new Proxy(realDb, {
+      get(target, property, receiver) {
+        if (property !== 'transaction') return Reflect.get(target, property, receiver)
+        return async (...args: Parameters<Database['transaction']>) => {
+          await gate
+          return target.transaction(...args)
+        }
+      },
+    })
+    configurePayments(app.kassa.runtime, { budgetMs: 150 })
+    const before = await fx.balance(payer)
+    let response: TestResponse
+    try {
+      const started = performance.now()
+      response = await authorize('10')
+      const elapsed = performance.now() - started
+      // Correctness, not timing: the answer did not wait for the stalled writer.
+      expect(elapsed).toBeLessThan(AUTHORIZATION_BUDGET_MS * 4)
+      expect(response.status).toBe(201)
+      expect(response.body).toMatchObject({ state: 'declined', failureCode: 'processing_timeout' })
+      // While the write is still stalled: readable as declined, and neither capture nor void takes it.
+      expect((await fx.call('GET', `/v1/payments/${response.body.id}`)).body).toMatchObject({ state: 'declined', failureCode: 'processing_timeout' })
+      const capture = await fx.call('POST', `/v1/payments/${response.body.id}/capture`, {})
+      expect({ status: capture.status, code: capture.body.error.code }).toEqual({ status: 409, code: 'hold_not_active' })
+    } finally {
+      openGate()
+      writer.db = realDb
+      configurePayments(app.kassa.runtime, { budgetMs: AUTHORIZATION_BUDGET_MS })
+    }
+    // The late write lands; the fail-closed release follows it.
+    let stored: TestResponse | undefined
+    for (let attempt = 0; attempt < 100; attempt++) {
+      await app.kassa.runtime.ledger.drain()
+      stored = await fx.call('GET', `/v1/payments/${response.body.id}`)
+      const hold = stored.body.holdId ? (await fx.call('GET', `/v1/holds/${stored.body.holdId}`)).body : undefined
+      if (hold?.state === 'released') break
+      await Bun.sleep(20)
+    }
+    expect(stored!.body).toMatchObject({ state: 'declined', failureCode: 'processing_timeout' })
+    expect((await fx.call('GET', `/v1/holds/${stored!.body.holdId}`)).body.state).toBe('released')
+    expect(await fx.balance(payer)).toEqual(before)
+    await expectRefused(() => fx.call('POST', `/v1/payments/${response.body.id}/capture`, {}), 409, 'hold_not_active')
+    await expectRefused(() => fx.call('POST', `/v1/payments/${response.body.id}/void`), 409, 'hold_not_active')
+    expect(await eventsOf(response.body.id)).toEqual(['payment.authorized', 'payment.declined'])
+    await expectVerified(app)
+  })
+})
+
+describe('expiry', () => {
+  test('an uncaptured authorization expires after 24 h on the organization clock', async () => {
+    const payment = (await authorize('6')).body
+    const before = await fx.balance(payer)
+    expect((await fx.call('POST', '/v1/sandbox/clock/advance', { seconds: 24 * 3600 - 60 })).status).toBe(200)
+    await expireDueHolds(app.kassa.runtime)
+    expect((await fx.call('GET', `/v1/payments/${payment.id}`)).body.state).toBe('authorized')
+    expect((await fx.call('POST', '/v1/sandbox/clock/advance', { seconds: 61 })).status).toBe(200)
+    await expireDueHolds(app.kassa.runtime)
+    await app.kassa.runtime.ledger.drain()
+    const expired = await fx.call('GET', `/v1/payments/${payment.id}`)
+    expect(expired.body).toMatchObject({ state: 'expired' })
+    expect(await fx.balance(payer)).toMatchObject({ available: addDecimal(before.available, '6.000000'), held: '0.000000', total: before.total })
+    const [event] = await queryRows<{ data: Record<string, unknown> }>(app.kassa.runtime.db, sql`select data from events where type = 'payment.expired' and data->>'paymentId' = ${payment.id}`)
+    expect(event!.data).toEqual({ paymentId: payment.id, accountId: payer, externalId: 'card-holder', amount: '6.000000', asset: 'USDC' })
+    await expectRefused(() => fx.call('POST', `/v1/payments/${payment.id}/capture`, {}), 422, 'hold_expired')
+    await expectRefused(() => fx.call('POST', `/v1/payments/${payment.id}/void`), 422, 'hold_expired')
+    await expectVerified(app)
+  })
+
+  test('expires on time after a restart on the same database', async () => {
+    const payment = (await authorize('7')).body
+    await app.kassa.runtime.ledger.drain()
+    // Stop the first instance's loops (its sweeper included); the second instance owns expiry now.
+    for (const stop of app.kassa.runtime.stoppers.splice(0)) await stop()
+    const second: Kassa = await createApp(configForTests({ databaseUrl: app.config.databaseUrl }), { database: await app.database.open() })
+    const call = async (method: string, path: string, body?: unknown) => {
+      const response = await second.app.handle(
+        new Request(`http://kassa.test${path}`, { method, headers: { authorization: `Bearer ${fx.org.testKey}`, 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) }),
+      )
+      return { status: response.status, body: (await response.json()) as any }
+    }
+    try {
+      expect(second.runtime.ledger.pendingHolds.get(payment.holdId)?.ownerId).toBe(payment.id)
+      expect((await call('POST', '/v1/sandbox/clock/advance', { seconds: 24 * 3600 })).status).toBe(200)
+      let state = ''
+      // The second instance's own background sweep, not a direct call, expires it.
+      for (let attempt = 0; attempt < 100 && state !== 'expired'; attempt++) {
+        state = (await call('GET', `/v1/payments/${payment.id}`)).body.state
+        if (state !== 'expired') await Bun.sleep(50)
+      }
+      expect(state).toBe('expired')
+      const balances = await call('GET', `/v1/accounts/${payer}/balances`)
+      expect(balances.body.balances.find((entry: { asset: string }) => entry.asset === 'USDC')).toMatchObject({ held: '0.000000' })
+      const [event] = await queryRows<{ count: string }>(second.runtime.db, sql`select count(*) as count from events where type = 'payment.expired' and data->>'paymentId' = ${payment.id}`)
+      expect(Number(event!.count)).toBe(1)
+      await second.runtime.ledger.drain()
+      const report = await second.app.handle(new Request('http://kassa.test/ops/v1/ledger/verify', { headers: { authorization: `Bearer ${app.config.operatorToken}` } }))
+      expect(((await report.json()) as { ok: boolean }).ok).toBe(true)
+    } finally {
+      for (const stop of second.runtime.stoppers.splice(0)) await stop()
+    }
+  })
+})
+
+function addDecimal(a: string, b: string): string {
+  const toMinor = (value: string) => BigInt(value.replace('.', ''))
+  const sum = (toMinor(a) + toMinor(b)).toString().padStart(7, '0')
+  return `${sum.slice(0, -6)}.${sum.slice(-6)}`
+}
