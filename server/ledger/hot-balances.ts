@@ -27,17 +27,6 @@ export interface Posting {
   amountMinor: bigint
 }
 
-export interface HotBalance {
-  orgId: string
-  accountId: string
-  asset: string
-  kind: LedgerAccountKind
-  available: bigint
-  held: bigint
-  inFlight: bigint
-  total: bigint
-}
-
 /** Per balance row, the change a set of postings makes. */
 export interface BalanceDelta {
   orgId: string
@@ -47,6 +36,11 @@ export interface BalanceDelta {
   available: bigint
   held: bigint
   inFlight: bigint
+}
+
+/** A balance as memory holds it: its buckets and the total the invariant ties them to. */
+export interface HotBalance extends BalanceDelta {
+  total: bigint
 }
 
 export function balanceKey(orgId: string, accountId: string, asset: string): string {

@@ -1,10 +1,10 @@
 import { Elysia, t } from 'elysia'
+import { IdParams } from '../lib/params.ts'
 import { apiDoc } from '../platform/openapi.ts'
 import type { Runtime } from '../runtime.ts'
 import { verifyLedger } from './verify.ts'
 import { appendEvent } from '../modules/events/writer.ts'
 
-const AccountParams = t.Object({ id: t.String({ maxLength: 64 }) })
 const doc = (summary: string, description?: string) => apiDoc(summary, 'Operators', { security: 'operator', description })
 
 const VerifyReportSchema = t.Object({
@@ -33,12 +33,12 @@ export function ledgerOpsRoutes(runtime: Runtime) {
       ),
     })
     .post('/accounts/:id/freeze', ({ params }) => setStatus(params.id, 'frozen'), {
-      params: AccountParams,
+      params: IdParams,
       response: AccountStatus,
       detail: doc('Freeze an account', 'A frozen account cannot send (account_frozen): no transfers, holds or captures from it. It can still receive.'),
     })
     .post('/accounts/:id/unfreeze', ({ params }) => setStatus(params.id, 'active'), {
-      params: AccountParams,
+      params: IdParams,
       response: AccountStatus,
       detail: doc('Unfreeze an account'),
     })

@@ -46,6 +46,16 @@ export interface WriterOptions {
   batchMax: number
 }
 
+/**
+ * Holds and payments are opened and closed by different operations, possibly in one batch; the
+ * last state queued for an id is the one written (queue order is decision order).
+ */
+function lastStatePerId<Row extends { id: string }>(rows: Row[]): Row[] {
+  const latest = new Map<string, Row>()
+  for (const row of rows) latest.set(row.id, row)
+  return [...latest.values()]
+}
+
 /** Distinguishes "the database refused" from a business rule; callers answer it as internal. */
 export class CommitFailedError extends ApiError {
   constructor(cause: unknown) {
@@ -206,13 +216,9 @@ export class GroupCommitWriter {
     const transferRows = ops.flatMap((op) => op.transfers ?? [])
     const eventRows = ops.flatMap((op) => op.events ?? [])
     if (holdRows.length > 0) {
-      // A hold is created and closed by different operations, possibly in one batch; the last
-      // state written for an id wins, in queue order.
-      const latest = new Map<string, HoldRow>()
-      for (const row of holdRows) latest.set(row.id, row)
       await tx
         .insert(holds)
-        .values([...latest.values()])
+        .values(lastStatePerId(holdRows))
         .onConflictDoUpdate({
           target: holds.id,
           set: {
@@ -226,12 +232,9 @@ export class GroupCommitWriter {
     if (transferRows.length > 0) await tx.insert(transfers).values(transferRows)
     const paymentRows = ops.flatMap((op) => op.payments ?? [])
     if (paymentRows.length > 0) {
-      // Like holds: a payment is authorized and closed by different operations; the last state wins.
-      const latest = new Map<string, PaymentRow>()
-      for (const row of paymentRows) latest.set(row.id, row)
       await tx
         .insert(payments)
-        .values([...latest.values()])
+        .values(lastStatePerId(paymentRows))
         .onConflictDoUpdate({
           target: payments.id,
           set: {

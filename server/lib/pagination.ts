@@ -18,3 +18,10 @@ export function pageLimit(limit: number | undefined): number {
   }
   return value
 }
+
+/**
+ * Lists fetch one row more than the page; that extra row only says whether another page exists.
+ */
+export function onePage<Row, View>(rows: Row[], limit: number, toView: (row: Row) => View): { items: View[]; hasMore: boolean } {
+  return { items: rows.slice(0, limit).map(toView), hasMore: rows.length > limit }
+}

@@ -1,4 +1,5 @@
 import { Elysia, t } from 'elysia'
+import { IdParams } from '../../lib/params.ts'
 import type { AccessPlugin } from '../../platform/access.ts'
 import { apiDoc } from '../../platform/openapi.ts'
 import type { Runtime } from '../../runtime.ts'
@@ -13,7 +14,6 @@ import {
 } from './model.ts'
 import * as service from './service.ts'
 
-const AccountParams = t.Object({ id: t.String({ maxLength: 64 }) })
 
 export function accountsRoutes(runtime: Runtime, access: AccessPlugin) {
   return new Elysia({ name: 'kassa/accounts', prefix: '/v1' })
@@ -44,13 +44,13 @@ export function accountsRoutes(runtime: Runtime, access: AccessPlugin) {
     })
     .get('/accounts/:id', ({ params, principal }) => service.getAccount(runtime, principal.orgId, params.id), {
       access: 'secret',
-      params: AccountParams,
+      params: IdParams,
       response: Account,
       detail: apiDoc('Read an account', 'Accounts'),
     })
     .post('/accounts/:id/kyc', ({ params, body, principal }) => service.attachKyc(runtime, principal.orgId, params.id, body.attestation), {
       access: 'secret',
-      params: AccountParams,
+      params: IdParams,
       body: KycBody,
       response: Account,
       detail: apiDoc('Attach a signed KYC attestation', 'KYC', {
@@ -78,7 +78,7 @@ export function accountsRoutes(runtime: Runtime, access: AccessPlugin) {
     })
     .delete('/attestation-keys/:id', ({ params, principal }) => service.revokeAttestationKey(runtime, principal.orgId, params.id), {
       access: 'secret',
-      params: AccountParams,
+      params: IdParams,
       response: AttestationKey,
       detail: apiDoc('Revoke an attestation key', 'KYC', { description: 'Attestations already accepted stay recorded.' }),
     })

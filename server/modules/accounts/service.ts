@@ -1,7 +1,7 @@
 import { errors as joseErrors, decodeProtectedHeader, importJWK, jwtVerify } from 'jose'
 import { ApiError, notFound } from '../../lib/errors.ts'
 import { newId } from '../../lib/ids.ts'
-import { pageLimit } from '../../lib/pagination.ts'
+import { onePage, pageLimit } from '../../lib/pagination.ts'
 import type { Runtime } from '../../runtime.ts'
 import { appendEvent } from '../events/writer.ts'
 import type { AccountView, AttestationKeyView, CreateAccountInput } from './model.ts'
@@ -92,7 +92,8 @@ export async function listAccounts(
 ): Promise<{ accounts: AccountView[]; hasMore: boolean }> {
   const limit = pageLimit(query.limit)
   const rows = await repo.listAccounts(runtime.db, orgId, { externalId: query.externalId, after: query.after, limit: limit + 1 })
-  return { accounts: rows.slice(0, limit).map(toAccountView), hasMore: rows.length > limit }
+  const page = onePage(rows, limit, toAccountView)
+  return { accounts: page.items, hasMore: page.hasMore }
 }
 
 interface VerifiedKyc {

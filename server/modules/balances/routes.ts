@@ -1,4 +1,5 @@
-import { Elysia, t } from 'elysia'
+import { Elysia } from 'elysia'
+import { IdParams } from '../../lib/params.ts'
 import type { AccessPlugin } from '../../platform/access.ts'
 import { apiDoc } from '../../platform/openapi.ts'
 import type { Runtime } from '../../runtime.ts'
@@ -6,14 +7,13 @@ import { requireTestKey } from '../sandbox/routes.ts'
 import { AccountBalances, FundBody, Funding } from './model.ts'
 import * as service from './service.ts'
 
-const AccountParams = t.Object({ id: t.String({ maxLength: 64 }) })
 
 export function balancesRoutes(runtime: Runtime, access: AccessPlugin) {
   return new Elysia({ name: 'kassa/balances', prefix: '/v1' })
     .use(access)
     .get('/accounts/:id/balances', ({ params, principal }) => service.getBalances(runtime, principal.orgId, params.id), {
       access: 'secret',
-      params: AccountParams,
+      params: IdParams,
       response: AccountBalances,
       detail: apiDoc('Read an account\'s balances', 'Balances', {
         description:
@@ -33,7 +33,7 @@ export function sandboxFundingRoutes(runtime: Runtime, access: AccessPlugin) {
     },
     {
       access: 'secret',
-      params: AccountParams,
+      params: IdParams,
       body: FundBody,
       response: { 201: Funding },
       detail: apiDoc('Credit an account from the sandbox faucet', 'Sandbox', {

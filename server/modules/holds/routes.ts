@@ -1,11 +1,11 @@
-import { Elysia, t } from 'elysia'
+import { Elysia } from 'elysia'
+import { IdParams } from '../../lib/params.ts'
 import type { AccessPlugin } from '../../platform/access.ts'
 import { apiDoc } from '../../platform/openapi.ts'
 import type { Runtime } from '../../runtime.ts'
 import { CaptureHoldBody, CreateHoldBody, Hold } from './model.ts'
 import * as service from './service.ts'
 
-const HoldParams = t.Object({ id: t.String({ maxLength: 64 }) })
 
 export function holdsRoutes(runtime: Runtime, access: AccessPlugin) {
   return new Elysia({ name: 'kassa/holds', prefix: '/v1' })
@@ -28,7 +28,7 @@ export function holdsRoutes(runtime: Runtime, access: AccessPlugin) {
     )
     .post('/holds/:id/capture', ({ params, body, principal }) => service.captureHold(runtime, principal.orgId, params.id, body), {
       access: 'secret',
-      params: HoldParams,
+      params: IdParams,
       body: CaptureHoldBody,
       response: Hold,
       detail: apiDoc('Capture a hold', 'Holds', {
@@ -38,13 +38,13 @@ export function holdsRoutes(runtime: Runtime, access: AccessPlugin) {
     })
     .post('/holds/:id/release', ({ params, principal }) => service.releaseHold(runtime, principal.orgId, params.id), {
       access: 'secret',
-      params: HoldParams,
+      params: IdParams,
       response: Hold,
       detail: apiDoc('Release a hold', 'Holds', { description: 'Returns the whole hold to available. hold_not_active unless pending; hold_expired past its expiry.' }),
     })
     .get('/holds/:id', ({ params, principal }) => service.getHold(runtime, principal.orgId, params.id), {
       access: 'secret',
-      params: HoldParams,
+      params: IdParams,
       response: Hold,
       detail: apiDoc('Read a hold', 'Holds'),
     })

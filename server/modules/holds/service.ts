@@ -35,7 +35,8 @@ export function toHoldView(row: HoldRow): HoldView {
   }
 }
 
-function holdRow(hold: PendingHold, state: HoldRow['state'], closedAt: Date | null): HoldRow {
+/** The row a hold writes in a given state; holds and the payments that own holds both build it here. */
+export function holdRow(hold: PendingHold, state: HoldRow['state'], closedAt: Date | null): HoldRow {
   return {
     id: hold.id,
     orgId: hold.orgId,

@@ -1,4 +1,5 @@
 import { t, type Static } from 'elysia'
+import { PageLimitQuery } from '../../lib/pagination.ts'
 import { DecimalAmount, RequestAmount } from '../balances/model.ts'
 
 /** Issuer-like reasons for a decline. A decline is HTTP 201 with one of these, never an error. */
@@ -63,7 +64,7 @@ export const ListPaymentsQuery = t.Object(
   {
     accountId: t.Optional(t.String({ maxLength: 64 })),
     after: t.Optional(t.String({ maxLength: 64, description: 'A payment id: the page starts after it' })),
-    limit: t.Optional(t.Integer({ minimum: 1, maximum: 200, default: 50 })),
+    limit: PageLimitQuery,
   },
   { additionalProperties: false },
 )

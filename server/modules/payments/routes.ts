@@ -1,11 +1,11 @@
 import { Elysia, t } from 'elysia'
+import { IdParams } from '../../lib/params.ts'
 import type { AccessPlugin } from '../../platform/access.ts'
 import { apiDoc } from '../../platform/openapi.ts'
 import type { Runtime } from '../../runtime.ts'
 import { AuthorizePaymentBody, CapturePaymentBody, ListPaymentsQuery, Payment, PaymentList } from './model.ts'
 import * as service from './service.ts'
 
-const PaymentParams = t.Object({ id: t.String({ maxLength: 64 }) })
 
 const STATES_DOC =
   'States: authorized → captured | voided | expired (24 h after authorization on the organization\'s clock, event payment.expired); declined is terminal from the start. Events: payment.authorized, payment.declined, payment.captured, payment.voided, payment.expired.'
@@ -31,7 +31,7 @@ export function paymentsRoutes(runtime: Runtime, access: AccessPlugin) {
     )
     .post('/payments/:id/capture', ({ params, body, principal }) => service.capturePayment(runtime, principal.orgId, params.id, body ?? {}), {
       access: 'secret',
-      params: PaymentParams,
+      params: IdParams,
       body: t.Optional(CapturePaymentBody),
       response: Payment,
       detail: apiDoc('Capture a payment', 'Payments', {
@@ -40,7 +40,7 @@ export function paymentsRoutes(runtime: Runtime, access: AccessPlugin) {
     })
     .post('/payments/:id/void', ({ params, principal }) => service.voidPayment(runtime, principal.orgId, params.id), {
       access: 'secret',
-      params: PaymentParams,
+      params: IdParams,
       response: Payment,
       detail: apiDoc('Void a payment', 'Payments', { description: `Releases the whole hold back to available. State becomes voided. ${REFUSALS_DOC}` }),
     })
@@ -52,7 +52,7 @@ export function paymentsRoutes(runtime: Runtime, access: AccessPlugin) {
     })
     .get('/payments/:id', ({ params, principal }) => service.getPayment(runtime, principal.orgId, params.id), {
       access: 'secret',
-      params: PaymentParams,
+      params: IdParams,
       response: Payment,
       detail: apiDoc('Read a payment', 'Payments', { description: STATES_DOC }),
     })

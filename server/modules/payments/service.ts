@@ -1,13 +1,14 @@
 import { eventRow } from '../../ledger/events.ts'
 import { SYSTEM_ACCOUNTS, type Posting } from '../../ledger/hot-balances.ts'
 import type { PendingHold } from '../../ledger/ledger.ts'
-import type { HoldRow, LedgerOperation, PaymentRow } from '../../ledger/writer.ts'
+import type { LedgerOperation, PaymentRow } from '../../ledger/writer.ts'
 import { ApiError, invalid, notFound } from '../../lib/errors.ts'
 import { newId } from '../../lib/ids.ts'
+import { onePage, pageLimit } from '../../lib/pagination.ts'
 import { formatAmount, parseAmount } from '../../lib/money.ts'
 import type { Runtime } from '../../runtime.ts'
 import { findAsset, type AssetInfo } from '../assets/catalog.ts'
-import { onHoldExpiry } from '../holds/service.ts'
+import { holdRow, onHoldExpiry } from '../holds/service.ts'
 import { closingHooks, takePendingHold } from '../holds/state.ts'
 import { assertWithinLimits } from '../transfers/fees.ts'
 import type { AuthorizePaymentInput, CapturePaymentInput, FailureCode, PaymentView } from './model.ts'
@@ -194,19 +195,6 @@ function reserve(runtime: Runtime, payment: PaymentRow, info: AssetInfo, amountM
     ownerId: payment.id,
   }
   const authorized: PaymentRow = { ...payment, holdId: hold.id, expiresAt: hold.expiresAt }
-  const holdRow: HoldRow = {
-    id: hold.id,
-    orgId: hold.orgId,
-    accountId: hold.accountId,
-    asset: hold.asset,
-    amount: amountMinor,
-    state: 'pending',
-    expiresAt: hold.expiresAt,
-    capturedAmount: null,
-    transferId: null,
-    createdAt: now,
-    closedAt: null,
-  }
   const operation: LedgerOperation = {
     orgId: payment.orgId,
     movementId: newId('mv'),
@@ -217,7 +205,7 @@ function reserve(runtime: Runtime, payment: PaymentRow, info: AssetInfo, amountM
       { accountId: hold.accountId, kind: 'customer', bucket: 'available', asset: info.asset, amountMinor: -amountMinor },
       { accountId: hold.accountId, kind: 'customer', bucket: 'held', asset: info.asset, amountMinor },
     ],
-    holds: [holdRow],
+    holds: [holdRow(hold, 'pending', null)],
     payments: [authorized],
     events: [eventRow(payment.orgId, 'payment.authorized', eventData(authorized, externalId, { holdId: hold.id, expiresAt: hold.expiresAt.toISOString() }), now)],
     reserve: () => {
@@ -292,27 +280,11 @@ function submitClose(runtime: Runtime, hold: PendingHold, payment: PaymentRow, e
       { accountId: hold.accountId, kind: 'customer', bucket: 'held', asset: hold.asset, amountMinor: -hold.amountMinor },
       { accountId: hold.accountId, kind: 'customer', bucket: 'available', asset: hold.asset, amountMinor: hold.amountMinor },
     ],
-    holds: [{ ...holdRowOf(hold), state: 'released', closedAt: now }],
+    holds: [holdRow(hold, 'released', now)],
     payments: [payment],
     events: [eventRow(hold.orgId, 'hold.released', { holdId: hold.id, accountId: hold.accountId, asset: hold.asset, amount: formatAmount(hold.amountMinor, decimals) }, now), event],
     ...closedBy(runtime, hold, payment.id),
   })
-}
-
-function holdRowOf(hold: PendingHold): HoldRow {
-  return {
-    id: hold.id,
-    orgId: hold.orgId,
-    accountId: hold.accountId,
-    asset: hold.asset,
-    amount: hold.amountMinor,
-    state: 'pending',
-    expiresAt: hold.expiresAt,
-    capturedAmount: null,
-    transferId: null,
-    createdAt: hold.createdAt,
-    closedAt: null,
-  }
 }
 
 async function findAny(runtime: Runtime, orgId: string, id: string): Promise<PaymentRow | undefined> {
@@ -356,7 +328,7 @@ export async function capturePayment(runtime: Runtime, orgId: string, id: string
     reference: payment.id,
     createdAt: now,
     postings,
-    holds: [{ ...holdRowOf(hold), state: 'captured', capturedAmount: capturedMinor, closedAt: now }],
+    holds: [{ ...holdRow(hold, 'captured', now), capturedAmount: capturedMinor }],
     payments: [captured],
     events: [
       eventRow(orgId, 'hold.captured', { holdId: hold.id, accountId: hold.accountId, asset: hold.asset, amount: formatAmount(hold.amountMinor, decimals), ...amounts, transferId: null }, now),
@@ -395,7 +367,8 @@ export async function getPayment(runtime: Runtime, orgId: string, id: string): P
 }
 
 export async function listPayments(runtime: Runtime, orgId: string, query: { accountId?: string; after?: string; limit?: number }): Promise<{ payments: PaymentView[]; hasMore: boolean }> {
-  const limit = query.limit ?? 50
+  const limit = pageLimit(query.limit)
   const rows = await repo.listPayments(runtime.db, orgId, { accountId: query.accountId, after: query.after, limit: limit + 1 })
-  return { payments: rows.slice(0, limit).map(toPaymentView), hasMore: rows.length > limit }
+  const page = onePage(rows, limit, toPaymentView)
+  return { payments: page.items, hasMore: page.hasMore }
 }

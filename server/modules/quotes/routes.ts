@@ -1,11 +1,11 @@
-import { Elysia, t } from 'elysia'
+import { Elysia } from 'elysia'
+import { IdParams } from '../../lib/params.ts'
 import type { AccessPlugin } from '../../platform/access.ts'
 import { apiDoc } from '../../platform/openapi.ts'
 import type { Runtime } from '../../runtime.ts'
 import { CreateQuoteBody, Quote } from './model.ts'
 import * as service from './service.ts'
 
-const QuoteParams = t.Object({ id: t.String({ maxLength: 64 }) })
 
 export function quotesRoutes(runtime: Runtime, access: AccessPlugin) {
   return new Elysia({ name: 'kassa/quotes', prefix: '/v1' })
@@ -28,7 +28,7 @@ export function quotesRoutes(runtime: Runtime, access: AccessPlugin) {
     )
     .get('/quotes/:id', ({ params, principal }) => service.getQuote(runtime, principal.orgId, params.id), {
       access: 'secret',
-      params: QuoteParams,
+      params: IdParams,
       response: Quote,
       detail: apiDoc('Read a quote', 'Quotes'),
     })

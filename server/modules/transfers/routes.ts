@@ -1,11 +1,11 @@
-import { Elysia, t } from 'elysia'
+import { Elysia } from 'elysia'
+import { IdParams } from '../../lib/params.ts'
 import type { AccessPlugin } from '../../platform/access.ts'
 import { apiDoc } from '../../platform/openapi.ts'
 import type { Runtime } from '../../runtime.ts'
 import { CreateTransferBody, ListTransfersQuery, Transfer, TransferList } from './model.ts'
 import * as service from './service.ts'
 
-const TransferParams = t.Object({ id: t.String({ maxLength: 64 }) })
 
 export function transfersRoutes(runtime: Runtime, access: AccessPlugin) {
   return new Elysia({ name: 'kassa/transfers', prefix: '/v1' })
@@ -34,7 +34,7 @@ export function transfersRoutes(runtime: Runtime, access: AccessPlugin) {
     })
     .get('/transfers/:id', ({ params, principal }) => service.getTransfer(runtime, principal.orgId, params.id), {
       access: 'secret',
-      params: TransferParams,
+      params: IdParams,
       response: Transfer,
       detail: apiDoc('Read a transfer', 'Transfers'),
     })

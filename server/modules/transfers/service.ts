@@ -4,7 +4,7 @@ import { assertCanSend } from '../../ledger/accounts.ts'
 import type { PendingHold } from '../../ledger/ledger.ts'
 import type { HoldRow, LedgerOperation, TransferRow } from '../../ledger/writer.ts'
 import { invalid, notFound } from '../../lib/errors.ts'
-import { pageLimit } from '../../lib/pagination.ts'
+import { onePage, pageLimit } from '../../lib/pagination.ts'
 import { newId } from '../../lib/ids.ts'
 import { formatAmount, parseAmount } from '../../lib/money.ts'
 import type { Runtime } from '../../runtime.ts'
@@ -191,5 +191,6 @@ export async function listTransfers(
 ): Promise<{ transfers: TransferView[]; hasMore: boolean }> {
   const limit = pageLimit(query.limit)
   const rows = await repo.listTransfers(runtime.db, orgId, { accountId: query.accountId, after: query.after, limit: limit + 1 })
-  return { transfers: rows.slice(0, limit).map(toTransferView), hasMore: rows.length > limit }
+  const page = onePage(rows, limit, toTransferView)
+  return { transfers: page.items, hasMore: page.hasMore }
 }
