@@ -218,6 +218,14 @@ describe('list', () => {
     expect(filtered.body).toEqual({ payments: [mine], hasMore: false })
     await fx.call('POST', `/v1/payments/${mine.id}/void`)
   })
+
+  test('refuses a page size outside 1 to 200 naming limit', async () => {
+    for (const limit of ['0', '201', 'abc']) {
+      const response = await fx.call('GET', `/v1/payments?limit=${limit}`)
+      expect(response.status).toBe(400)
+      expect(response.body.error).toMatchObject({ code: 'invalid_request', field: 'limit' })
+    }
+  })
 })
 
 describe('fail closed', () => {
