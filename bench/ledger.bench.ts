@@ -3,14 +3,10 @@
  * against the real server on Postgres with group commit on and off. Prints figures and writes
  * JSON and markdown to bench/results/. Figures only: nothing here passes or fails.
  */
-import { mkdirSync, writeFileSync } from 'node:fs'
-import { join } from 'node:path'
 import { bench, run, summary } from 'mitata'
-import postgres from 'postgres'
 import { HotBalances, deltasOf, type Posting } from '../server/ledger/hot-balances.ts'
+import { OPERATOR_TOKEN, call, createBenchDatabase, percentile, startServer, writeResults } from './support.ts'
 
-const SERVER_URL = process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/postgres'
-const OPERATOR_TOKEN = 'bench-operator-token-0123456789abcdef0123'
 const CLIENTS = Number(process.env.BENCH_CLIENTS ?? 64)
 const DURATION_MS = Number(process.env.BENCH_DURATION_MS ?? 8000)
 const WARMUP_MS = 1000
@@ -45,44 +41,10 @@ interface HttpResult {
   maxMs: number
 }
 
-function percentile(sorted: number[], fraction: number): number {
-  if (sorted.length === 0) return 0
-  return sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * fraction))]!
-}
-
-async function startServer(env: Record<string, string>): Promise<{ base: string; process: Bun.Subprocess }> {
-  const child = Bun.spawn(['./node_modules/.bin/bun', 'server/main.ts'], {
-    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', OPERATOR_TOKEN, DATABASE_POOL_MAX: '20', ...env },
-    stdout: 'pipe',
-    stderr: 'inherit',
-  })
-  const reader = child.stdout.getReader()
-  let output = ''
-  for (;;) {
-    const { value, done } = await reader.read()
-    if (done) throw new Error(`server exited: ${output}`)
-    output += new TextDecoder().decode(value)
-    const match = /listening on (http:\/\/[\d.]+:\d+)/.exec(output)
-    if (match) {
-      reader.releaseLock()
-      void child.stdout.pipeTo(new WritableStream())
-      return { base: match[1]!, process: child }
-    }
-  }
-}
-
-async function call(base: string, method: string, path: string, token: string, body?: unknown): Promise<any> {
-  const response = await fetch(`${base}${path}`, { method, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) })
-  return { status: response.status, body: await response.json() }
-}
-
 async function httpRun(groupCommit: boolean): Promise<HttpResult> {
-  const name = `kassa_bench_${groupCommit ? 'on' : 'off'}_${Date.now().toString(36)}`
-  const admin = postgres(SERVER_URL, { max: 1, onnotice: () => {} })
-  await admin.unsafe(`create database "${name}"`)
-  const url = new URL(SERVER_URL)
-  url.pathname = `/${name}`
-  const { base, process: child } = await startServer({ DATABASE_URL: url.toString(), GROUP_COMMIT: String(groupCommit) })
+  const database = await createBenchDatabase(groupCommit ? 'ledger_on' : 'ledger_off')
+  const server = await startServer({ DATABASE_URL: database.url, GROUP_COMMIT: String(groupCommit) })
+  const base = server.base
   try {
     const org = (await call(base, 'POST', '/ops/v1/orgs', OPERATOR_TOKEN, { name: 'Bench' })).body
     const key = org.keys.find((entry: { type: string }) => entry.type === 'test').key as string
@@ -134,10 +96,8 @@ async function httpRun(groupCommit: boolean): Promise<HttpResult> {
       maxMs: Number((latencies.at(-1) ?? 0).toFixed(2)),
     }
   } finally {
-    child.kill()
-    await child.exited
-    await admin.unsafe(`drop database if exists "${name}" with (force)`)
-    await admin.end()
+    await server.stop()
+    await database.drop()
   }
 }
 
@@ -154,8 +114,4 @@ const table = [
   ...results.map((result) => `| ${result.mode} | ${result.clients} | ${result.throughputPerSecond} | ${result.p50Ms} | ${result.p99Ms} | ${result.maxMs} | ${result.completed} | ${result.errors} |`),
 ].join('\n')
 console.log(`\nClosed-loop HTTP transfers on Postgres, ${DURATION_MS} ms each\n${table}`)
-const folder = join(import.meta.dir, 'results')
-mkdirSync(folder, { recursive: true })
-const stamp = new Date().toISOString().replaceAll(':', '-')
-writeFileSync(join(folder, `ledger-${stamp}.json`), JSON.stringify({ at: new Date().toISOString(), results }, null, 2))
-writeFileSync(join(folder, `ledger-${stamp}.md`), `# Ledger transfers over HTTP (${new Date().toISOString()})\n\n${table}\n`)
+writeResults('ledger', { at: new Date().toISOString(), results }, `# Ledger transfers over HTTP (${new Date().toISOString()})\n\n${table}\n`)

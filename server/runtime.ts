@@ -49,7 +49,7 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
   await clock.load()
   const keys = new KeyCache(config.serviceEnv)
   await loadKeyCache(db, keys)
-  const ledger = await openLedger(db, { groupCommit: config.groupCommit })
+  const ledger = await openLedger(db, { groupCommit: config.groupCommit, pipeline: database.kind === 'postgres' })
   const runtime: Runtime = {
     config,
     database,

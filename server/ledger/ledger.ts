@@ -26,6 +26,8 @@ export interface PendingHold {
 export interface LedgerOptions {
   groupCommit: boolean
   batchMax?: number
+  /** Pipeline a batch's statements (a Postgres server; PGlite runs in process). */
+  pipeline?: boolean
   policies?: Readonly<Record<AssetCode, AssetPolicy>>
 }
 
@@ -48,7 +50,7 @@ export class Ledger {
     options: LedgerOptions,
   ) {
     this.accounts = new AccountDirectory(db)
-    this.writer = new GroupCommitWriter(db, this.balances, { groupCommit: options.groupCommit, batchMax: options.batchMax ?? DEFAULT_BATCH_MAX })
+    this.writer = new GroupCommitWriter(db, this.balances, { groupCommit: options.groupCommit, batchMax: options.batchMax ?? DEFAULT_BATCH_MAX, pipeline: options.pipeline ?? false })
     this.policies = options.policies ?? DEFAULT_ASSET_POLICIES
   }
 

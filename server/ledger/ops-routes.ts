@@ -32,6 +32,24 @@ export function ledgerOpsRoutes(runtime: Runtime) {
         'Each balance equals the sum of its postings per bucket; every movement sums to zero per asset; every balance keeps total = available + held + inFlight + sum(allocations); no customer bucket is negative.',
       ),
     })
+    .get(
+      '/ledger/stats',
+      () => ({
+        groupCommit: runtime.config.groupCommit,
+        committedOperations: runtime.ledger.writer.committedOperations,
+        committedBatches: runtime.ledger.writer.committedBatches,
+        queued: runtime.ledger.writer.pendingCount(),
+      }),
+      {
+        response: t.Object({
+          groupCommit: t.Boolean(),
+          committedOperations: t.Integer({ description: 'Ledger operations committed by this instance since it started' }),
+          committedBatches: t.Integer({ description: 'Database transactions that committed them' }),
+          queued: t.Integer({ description: 'Operations waiting for the writer right now' }),
+        }),
+        detail: doc('Group-commit writer counters of this instance', 'Operations per transaction is committedOperations / committedBatches; benchmarks read it.'),
+      },
+    )
     .post('/accounts/:id/freeze', ({ params }) => setStatus(params.id, 'frozen'), {
       params: IdParams,
       response: AccountStatus,

@@ -1,0 +1,310 @@
+/**
+ * Payment authorization benchmark. Figures only: nothing here passes or fails.
+ *
+ * 1. mitata, in process: the pieces of the hot path (key lookup, body validation, the decision and
+ *    reservation against the in-memory balance, the webhook signature of the resulting event) and
+ *    the whole request through `app.handle` on embedded PGlite.
+ * 2. HTTP against the real server on Postgres, every approval durable before it is answered:
+ *    - closed loop: many keep-alive connections as fast as they go (throughput, p50, p99, max);
+ *    - open loop at fixed offered rates, latency measured from the scheduled send time so a slow
+ *      answer cannot hide the requests queued behind it (no coordinated omission);
+ *    both with group commit on and off (one transaction per request), and the ratio.
+ * Writes JSON and markdown to bench/results/.
+ *
+ * Settings: BENCH_DURATION_MS (per run, default 8000), BENCH_CONNECTIONS (closed loop, default 128),
+ * BENCH_RATES (open-loop offered rates, default "1000,5000,10000"), BENCH_ORGS (default 8),
+ * BENCH_ACCOUNTS (per org, default 32), BENCH_SKIP_OFF=1 to skip the one-transaction-per-request run.
+ */
+import { createHmac } from 'node:crypto'
+import { TypeCompiler } from '@sinclair/typebox/compiler'
+import { bench, do_not_optimize, run, summary } from 'mitata'
+import { createApp } from '../server/app.ts'
+import { configForTests } from '../server/config.ts'
+import { HotBalances, deltasOf, type Posting } from '../server/ledger/hot-balances.ts'
+import { parseAmount } from '../server/lib/money.ts'
+import { AuthorizePaymentBody } from '../server/modules/payments/model.ts'
+import { EMBEDDED_IN_MEMORY, openDatabase } from '../db/client.ts'
+import { OPERATOR_TOKEN, call, createBenchDatabase, createFundedOrg, percentile, round2, startServer, writeResults, type BenchOrg } from './support.ts'
+
+const DURATION_MS = Number(process.env.BENCH_DURATION_MS ?? 8000)
+const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 128)
+const RATES = (process.env.BENCH_RATES ?? '1000,5000,10000').split(',').map(Number)
+const ORGS = Number(process.env.BENCH_ORGS ?? 8)
+const ACCOUNTS = Number(process.env.BENCH_ACCOUNTS ?? 32)
+const SKIP_OFF = process.env.BENCH_SKIP_OFF === '1'
+const WARMUP_MS = 1500
+/** The contract's hard budget: an answer slower than this is a broken promise, counted separately. */
+const BUDGET_MS = 500
+
+interface InProcessFigure {
+  name: string
+  avgNs: number
+  p99Ns: number
+}
+
+async function inProcess(): Promise<InProcessFigure[]> {
+  const database = await openDatabase({ databaseUrl: undefined, embeddedPath: EMBEDDED_IN_MEMORY, poolMax: 1 })
+  const kassa = await createApp(configForTests({ rateLimitStore: 'memory' }), { database })
+  const runtime = kassa.runtime
+  const opsHeaders = { authorization: `Bearer ${kassa.runtime.operatorToken}`, 'content-type': 'application/json' }
+  const org = await kassa.app.handle(new Request('http://kassa.bench/ops/v1/orgs', { method: 'POST', headers: opsHeaders, body: JSON.stringify({ name: 'Mitata' }) })).then((response) => response.json() as Promise<any>)
+  const key = org.keys.find((entry: { type: string }) => entry.type === 'test').key as string
+  await kassa.app.handle(new Request(`http://kassa.bench/ops/v1/orgs/${org.id}/limits`, { method: 'PATCH', headers: opsHeaders, body: JSON.stringify({ rateLimitPerMinute: 100_000_000 }) }))
+  const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' }
+  const account = await kassa.app.handle(new Request('http://kassa.bench/v1/accounts', { method: 'POST', headers, body: JSON.stringify({ externalId: 'mitata' }) })).then((response) => response.json() as Promise<any>)
+  await kassa.app.handle(new Request(`http://kassa.bench/v1/sandbox/accounts/${account.id}/fund`, { method: 'POST', headers, body: JSON.stringify({ asset: 'USDC', amount: '1000000000' }) }))
+
+  const validator = TypeCompiler.Compile(AuthorizePaymentBody)
+  const body = { accountId: account.id as string, asset: 'USDC', amount: '1.25', merchant: { name: 'Coffee', mcc: '5814' } }
+  const balances = new HotBalances()
+  balances.apply(deltasOf(org.id, [
+    { accountId: account.id, kind: 'customer', bucket: 'available', asset: 'USDC', amountMinor: 10n ** 30n },
+    { accountId: 'system:faucet', kind: 'system', bucket: 'available', asset: 'USDC', amountMinor: -(10n ** 30n) },
+  ], 1n).values())
+  const postings: Posting[] = [
+    { accountId: account.id, kind: 'customer', bucket: 'available', asset: 'USDC', amountMinor: -1_250_000n },
+    { accountId: account.id, kind: 'customer', bucket: 'held', asset: 'USDC', amountMinor: 1_250_000n },
+  ]
+  const secret = 'whsec_benchmarkbenchmarkbenchmarkbench'
+  const envelope = JSON.stringify({ id: 'evt_0192f0c1a2b37c4d8e9f0a1b2c3d4e5f', type: 'payment.authorized', created: new Date().toISOString(), data: { paymentId: 'pay_0192f0c1a2b37c4d8e9f0a1b2c3d4e5f', ...body } })
+  const authorizeRequest = () => new Request('http://kassa.bench/v1/payments/authorize', { method: 'POST', headers, body: JSON.stringify(body) })
+
+  summary(() => {
+    bench('key lookup (hash + in-memory cache)', () => do_not_optimize(runtime.keys.lookup(key, Date.now())))
+    bench('validation (compiled TypeBox + amount parse)', () => do_not_optimize(validator.Check(body) && parseAmount(body.amount, 6, 'amount')))
+    bench('decision + reservation in memory', () => {
+      if (balances.findOverdraft(org.id, postings) === undefined) balances.apply(deltasOf(org.id, postings, 1n).values())
+    })
+    bench('webhook signature of the event (HMAC-SHA256)', () => do_not_optimize(createHmac('sha256', secret).update(`${Math.floor(Date.now() / 1000)}.${envelope}`).digest('hex')))
+  })
+  bench('whole request via app.handle, committed to embedded PGlite', async () => {
+    const response = await kassa.app.handle(authorizeRequest())
+    await response.arrayBuffer()
+  })
+  const report = await run()
+  await kassa.close()
+  const figures: InProcessFigure[] = []
+  for (const trial of report.benchmarks) {
+    for (const result of trial.runs) {
+      if (result.stats === undefined) continue
+      figures.push({ name: result.name, avgNs: round2(result.stats.avg), p99Ns: round2(result.stats.p99) })
+    }
+  }
+  return figures
+}
+
+interface LoadFigures {
+  mode: string
+  groupCommit: boolean
+  offeredPerSecond: number | null
+  connections: number | null
+  durationMs: number
+  answered: number
+  approved: number
+  declined: number
+  errors: number
+  throughputPerSecond: number
+  p50Ms: number
+  p99Ms: number
+  maxMs: number
+  overBudget: number
+  transactionsPerSecond: number
+  operationsPerTransaction: number
+}
+
+interface Target {
+  org: BenchOrg
+  account: string
+}
+
+function targetsOf(orgs: BenchOrg[]): Target[] {
+  return orgs.flatMap((org) => org.accounts.map((account) => ({ org, account })))
+}
+
+function authorize(base: string, target: Target): Promise<Response> {
+  return fetch(`${base}/v1/payments/authorize`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${target.org.key}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ accountId: target.account, asset: 'USDC', amount: '1.00' }),
+  })
+}
+
+class Recorder {
+  latencies: number[] = []
+  approved = 0
+  declined = 0
+  errors = 0
+  recording = false
+
+  async record(started: number, response: Promise<Response>): Promise<void> {
+    let state: string | undefined
+    try {
+      const answer = await response
+      const body = (await answer.json()) as { state?: string }
+      state = answer.status === 201 ? body.state : undefined
+    } catch {
+      state = undefined
+    }
+    if (!this.recording) return
+    this.latencies.push(performance.now() - started)
+    if (state === 'authorized') this.approved += 1
+    else if (state === 'declined') this.declined += 1
+    else this.errors += 1
+  }
+}
+
+async function writerStats(base: string): Promise<{ committedOperations: number; committedBatches: number }> {
+  return (await call(base, 'GET', '/ops/v1/ledger/stats', OPERATOR_TOKEN)).body
+}
+
+function summarize(mode: string, groupCommit: boolean, recorder: Recorder, elapsedMs: number, extra: { offered?: number; connections?: number; batches: number; operations: number }): LoadFigures {
+  const sorted = recorder.latencies.sort((a, b) => a - b)
+  return {
+    mode,
+    groupCommit,
+    offeredPerSecond: extra.offered ?? null,
+    connections: extra.connections ?? null,
+    durationMs: Math.round(elapsedMs),
+    answered: sorted.length,
+    approved: recorder.approved,
+    declined: recorder.declined,
+    errors: recorder.errors,
+    throughputPerSecond: Math.round((recorder.approved / elapsedMs) * 1000),
+    p50Ms: round2(percentile(sorted, 0.5)),
+    p99Ms: round2(percentile(sorted, 0.99)),
+    maxMs: round2(sorted.at(-1) ?? 0),
+    overBudget: sorted.filter((latency) => latency > BUDGET_MS).length,
+    transactionsPerSecond: Math.round((extra.batches / elapsedMs) * 1000),
+    operationsPerTransaction: extra.batches === 0 ? 0 : round2(extra.operations / extra.batches),
+  }
+}
+
+/** As many keep-alive connections as configured, each sending its next request when the last is answered. */
+async function closedLoop(base: string, targets: Target[], groupCommit: boolean): Promise<LoadFigures> {
+  const recorder = new Recorder()
+  let stop = false
+  const connection = async (index: number) => {
+    let turn = index
+    while (!stop) {
+      const target = targets[turn % targets.length]!
+      turn += CONNECTIONS
+      const started = performance.now()
+      await recorder.record(started, authorize(base, target))
+    }
+  }
+  const running = Array.from({ length: CONNECTIONS }, (_, index) => connection(index))
+  await Bun.sleep(WARMUP_MS)
+  const before = await writerStats(base)
+  recorder.recording = true
+  const startedAt = performance.now()
+  await Bun.sleep(DURATION_MS)
+  recorder.recording = false
+  const elapsed = performance.now() - startedAt
+  const after = await writerStats(base)
+  stop = true
+  await Promise.all(running)
+  return summarize(`closed loop, ${CONNECTIONS} connections`, groupCommit, recorder, elapsed, {
+    connections: CONNECTIONS,
+    batches: after.committedBatches - before.committedBatches,
+    operations: after.committedOperations - before.committedOperations,
+  })
+}
+
+/**
+ * Sends on a fixed schedule whatever the answers do. Each request's latency counts from the time it
+ * was due, so a stall shows up in every request it delayed.
+ */
+async function openLoop(base: string, targets: Target[], rate: number, groupCommit: boolean): Promise<LoadFigures> {
+  const recorder = new Recorder()
+  const outstanding = new Set<Promise<void>>()
+  let sent = 0
+  const send = (due: number) => {
+    const target = targets[sent % targets.length]!
+    sent += 1
+    const pending = recorder.record(due, authorize(base, target))
+    outstanding.add(pending)
+    void pending.finally(() => outstanding.delete(pending))
+  }
+  const drive = async (durationMs: number) => {
+    const startedAt = performance.now()
+    let scheduled = 0
+    for (;;) {
+      const now = performance.now()
+      if (now - startedAt >= durationMs) return now - startedAt
+      const due = Math.floor(((now - startedAt) * rate) / 1000)
+      while (scheduled < due) {
+        send(startedAt + (scheduled * 1000) / rate)
+        scheduled += 1
+      }
+      await Bun.sleep(1)
+    }
+  }
+  await drive(WARMUP_MS)
+  const before = await writerStats(base)
+  recorder.recording = true
+  const elapsed = await drive(DURATION_MS)
+  const after = await writerStats(base)
+  await Promise.all(outstanding)
+  recorder.recording = false
+  return summarize(`open loop, ${rate}/s offered`, groupCommit, recorder, elapsed, {
+    offered: rate,
+    batches: after.committedBatches - before.committedBatches,
+    operations: after.committedOperations - before.committedOperations,
+  })
+}
+
+async function httpRuns(groupCommit: boolean): Promise<LoadFigures[]> {
+  const database = await createBenchDatabase(groupCommit ? 'authorize_on' : 'authorize_off')
+  const server = await startServer({ DATABASE_URL: database.url, GROUP_COMMIT: String(groupCommit), RATE_LIMIT_STORE: 'postgres' })
+  try {
+    const orgs: BenchOrg[] = []
+    for (let index = 0; index < ORGS; index++) orgs.push(await createFundedOrg(server.base, `bench-${index}`, ACCOUNTS, '10000000'))
+    const targets = targetsOf(orgs)
+    const figures: LoadFigures[] = []
+    const print = (result: LoadFigures) => {
+      console.log(
+        `${groupCommit ? 'group commit on ' : 'group commit off'} | ${result.mode.padEnd(32)} | ${String(result.throughputPerSecond).padStart(6)}/s approved | p50 ${result.p50Ms} ms | p99 ${result.p99Ms} ms | max ${result.maxMs} ms | >${BUDGET_MS} ms: ${result.overBudget} | declined ${result.declined} | errors ${result.errors} | ${result.operationsPerTransaction} ops/tx`,
+      )
+      figures.push(result)
+    }
+    print(await closedLoop(server.base, targets, groupCommit))
+    for (const rate of RATES) print(await openLoop(server.base, targets, rate, groupCommit))
+    const verify = (await call(server.base, 'GET', '/ops/v1/ledger/verify', OPERATOR_TOKEN)).body
+    if (!verify.ok) console.error('ledger verify failed after the run', verify.problems)
+    return figures
+  } finally {
+    await server.stop()
+    await database.drop()
+  }
+}
+
+const inProcessFigures = await inProcess()
+const on = await httpRuns(true)
+const off = SKIP_OFF ? [] : await httpRuns(false)
+const closedOn = on[0]!
+const closedOff = off[0]
+const ratio = closedOff && closedOff.throughputPerSecond > 0 ? round2(closedOn.throughputPerSecond / closedOff.throughputPerSecond) : null
+
+const markdown = [
+  `# Payment authorization (${new Date().toISOString()})`,
+  '',
+  `Machine: ${navigator.hardwareConcurrency} cores shared by the server, Postgres and the load generator. ${ORGS} organizations x ${ACCOUNTS} accounts, ${DURATION_MS} ms per run after ${WARMUP_MS} ms warm-up.`,
+  '',
+  '## In process (mitata)',
+  '',
+  '| step | avg | p99 |',
+  '|---|---|---|',
+  ...inProcessFigures.map((figure) => `| ${figure.name} | ${(figure.avgNs / 1000).toFixed(2)} µs | ${(figure.p99Ns / 1000).toFixed(2)} µs |`),
+  '',
+  '## HTTP, durable in Postgres before answering',
+  '',
+  '| group commit | load | approved/s | p50 ms | p99 ms | max ms | answers > 500 ms | declined | errors | operations per transaction |',
+  '|---|---|---|---|---|---|---|---|---|---|',
+  ...[...on, ...off].map((figure) => `| ${figure.groupCommit ? 'on' : 'off'} | ${figure.mode} | ${figure.throughputPerSecond} | ${figure.p50Ms} | ${figure.p99Ms} | ${figure.maxMs} | ${figure.overBudget} | ${figure.declined} | ${figure.errors} | ${figure.operationsPerTransaction} |`),
+  '',
+  ratio === null ? '' : `Closed-loop throughput, group commit on / one transaction per request: **${ratio}x**.`,
+  '',
+].join('\n')
+console.log(`\n${markdown}`)
+const path = writeResults('authorize', { at: new Date().toISOString(), inProcess: inProcessFigures, http: { groupCommitOn: on, groupCommitOff: off, ratio } }, markdown)
+console.log(`results written to ${path}`)

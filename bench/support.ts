@@ -1,0 +1,121 @@
+/**
+ * What every benchmark shares: a throwaway Postgres database, the real server as a child process,
+ * a small HTTP client, percentiles, and writing results as JSON and markdown to bench/results/.
+ */
+import { mkdirSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import postgres from 'postgres'
+
+export const SERVER_URL = process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/postgres'
+export const OPERATOR_TOKEN = 'bench-operator-token-0123456789abcdef0123'
+
+export interface BenchDatabase {
+  url: string
+  drop(): Promise<void>
+}
+
+/** A fresh database on the Postgres server, dropped afterwards. */
+export async function createBenchDatabase(label: string): Promise<BenchDatabase> {
+  const name = `kassa_bench_${label}_${Date.now().toString(36)}_${Math.random().toString(36).slice(2, 6)}`
+  const admin = postgres(SERVER_URL, { max: 1, onnotice: () => {} })
+  await admin.unsafe(`create database "${name}"`)
+  await admin.end()
+  const url = new URL(SERVER_URL)
+  url.pathname = `/${name}`
+  return {
+    url: url.toString(),
+    async drop() {
+      const cleanup = postgres(SERVER_URL, { max: 1, onnotice: () => {} })
+      await cleanup.unsafe(`drop database if exists "${name}" with (force)`)
+      await cleanup.end()
+    },
+  }
+}
+
+export interface ServerProcess {
+  base: string
+  process: Bun.Subprocess
+  stop(): Promise<void>
+}
+
+/** Starts `bun server/main.ts` and answers once it listens. */
+export async function startServer(env: Record<string, string>): Promise<ServerProcess> {
+  const child = Bun.spawn(['./node_modules/.bin/bun', 'server/main.ts'], {
+    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', OPERATOR_TOKEN, DATABASE_POOL_MAX: '20', ...env },
+    stdout: 'pipe',
+    stderr: 'inherit',
+  })
+  const reader = child.stdout.getReader()
+  let output = ''
+  for (;;) {
+    const { value, done } = await reader.read()
+    if (done) throw new Error(`server exited: ${output}`)
+    output += new TextDecoder().decode(value)
+    const match = /listening on (http:\/\/[\d.]+:\d+)/.exec(output)
+    if (match) {
+      reader.releaseLock()
+      void child.stdout.pipeTo(new WritableStream())
+      return {
+        base: match[1]!,
+        process: child,
+        async stop() {
+          child.kill()
+          await child.exited
+        },
+      }
+    }
+  }
+}
+
+export interface Answer {
+  status: number
+  body: any
+}
+
+export async function call(base: string, method: string, path: string, token: string, body?: unknown): Promise<Answer> {
+  const response = await fetch(`${base}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  })
+  return { status: response.status, body: await response.json() }
+}
+
+export interface BenchOrg {
+  id: string
+  key: string
+  accounts: string[]
+}
+
+/** An organization with a test key, a raised rate limit, and funded accounts. */
+export async function createFundedOrg(base: string, name: string, accountCount: number, amount: string): Promise<BenchOrg> {
+  const org = (await call(base, 'POST', '/ops/v1/orgs', OPERATOR_TOKEN, { name })).body
+  const key = org.keys.find((entry: { type: string }) => entry.type === 'test').key as string
+  await call(base, 'PATCH', `/ops/v1/orgs/${org.id}/limits`, OPERATOR_TOKEN, { rateLimitPerMinute: 100_000_000 })
+  const accounts: string[] = []
+  for (let index = 0; index < accountCount; index++) {
+    const id = (await call(base, 'POST', '/v1/accounts', key, { externalId: `${name}-${index}` })).body.id as string
+    const funded = await call(base, 'POST', `/v1/sandbox/accounts/${id}/fund`, key, { asset: 'USDC', amount })
+    if (funded.status !== 201 && funded.status !== 200) throw new Error(`funding failed: ${JSON.stringify(funded.body)}`)
+    accounts.push(id)
+  }
+  return { id: org.id, key, accounts }
+}
+
+export function percentile(sorted: readonly number[], fraction: number): number {
+  if (sorted.length === 0) return 0
+  return sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * fraction))]!
+}
+
+export const round2 = (value: number) => Number(value.toFixed(2))
+
+/** Writes `<name>-<stamp>.json` and `.md` into bench/results/ and answers the markdown path. */
+export function writeResults(name: string, json: unknown, markdown: string): string {
+  const folder = join(import.meta.dir, 'results')
+  mkdirSync(folder, { recursive: true })
+  const stamp = new Date().toISOString().replaceAll(':', '-')
+  writeFileSync(join(folder, `${name}-${stamp}.json`), JSON.stringify(json, null, 2))
+  const path = join(folder, `${name}-${stamp}.md`)
+  writeFileSync(path, markdown)
+  return path
+}
