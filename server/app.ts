@@ -43,7 +43,7 @@ export function buildApp(runtime: Runtime) {
     .use(holdsRoutes(runtime, access))
     .use(transfersRoutes(runtime, access))
     .use(quotesRoutes(runtime, access))
-    .use(paymentsRoutes(runtime, access))
+    .use(paymentsRoutes(runtime, access, idempotency))
   if (runtime.config.serviceEnv === 'sandbox') {
     app = app.use(sandboxRoutes(runtime, access)).use(sandboxFundingRoutes(runtime, access)) as unknown as typeof app
   }

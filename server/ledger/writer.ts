@@ -1,14 +1,24 @@
-import { inArray, sql } from 'drizzle-orm'
+import { and, eq, inArray, sql } from 'drizzle-orm'
+import type { IdempotencyRow } from '../platform/idempotency.ts'
 import { queryRows, type Database, type Transaction } from '../../db/client.ts'
-import { events, holds, ledgerBalances, ledgerMovements, ledgerPostings, payments, transfers } from '../../db/schema/index.ts'
+import { events, holds, idempotencyRecords, ledgerBalances, ledgerMovements, ledgerPostings, payments, transfers } from '../../db/schema/index.ts'
 import { assert } from '../lib/assert.ts'
 import { ApiError } from '../lib/errors.ts'
+import { insertRecords, recordId } from '../platform/idempotency.ts'
 import { balanceKey, deltasOf, type BalanceDelta, type HotBalance, type HotBalances, type Posting } from './hot-balances.ts'
 
 export type HoldRow = typeof holds.$inferInsert
 export type TransferRow = typeof transfers.$inferInsert
 export type EventRow = typeof events.$inferInsert
 export type PaymentRow = typeof payments.$inferInsert
+
+/** A saved answer replaced in the same commit (an answer that changed after it was queued). */
+export interface IdempotencyAnswer {
+  orgId: string
+  key: string
+  responseStatus: number
+  responseBody: string
+}
 
 /**
  * Everything one operation writes. The writer turns a batch of these into a handful of multi-row
@@ -25,6 +35,13 @@ export interface LedgerOperation {
   transfers?: TransferRow[]
   payments?: PaymentRow[]
   events?: EventRow[]
+  /**
+   * The request's idempotency record, completed with its answer. It is inserted first in the
+   * batch's transaction; if the key is already held by a live record the operation is taken out of
+   * the batch, its reservation undone, and it fails with `IdempotencyKeyTaken`.
+   */
+  idempotencyRecord?: IdempotencyRow
+  idempotencyAnswer?: IdempotencyAnswer
   /** Memory beyond balances (a hold's state), changed in the same step as the reservation. */
   reserve?: () => void
   /** Undoes `reserve` when the commit fails. */
@@ -78,6 +95,16 @@ function lastStatePerId<Row extends { id: string }>(rows: Row[]): Row[] {
   return [...latest.values()]
 }
 
+/** The operation's Idempotency-Key is held by an earlier request: nothing of it was applied. */
+export class IdempotencyKeyTaken extends Error {
+  constructor(
+    readonly orgId: string,
+    readonly key: string,
+  ) {
+    super(`Idempotency-Key ${key} is already held`)
+  }
+}
+
 /** Distinguishes "the database refused" from a business rule; callers answer it as internal. */
 export class CommitFailedError extends ApiError {
   constructor(cause: unknown) {
@@ -128,11 +155,14 @@ export class GroupCommitWriter {
     try {
       while (this.queue.length > 0) {
         const batch = this.queue.splice(0, this.options.groupCommit ? this.options.batchMax : 1)
+        const keyTaken: Queued[] = []
         try {
-          await this.db.transaction((tx) => this.writeBatch(tx, batch))
+          await this.db.transaction((tx) => this.writeBatch(tx, batch, keyTaken))
         } catch (error) {
           await this.failUncommitted(batch, error)
           continue
+        } finally {
+          for (const item of keyTaken) item.reject(new IdempotencyKeyTaken(item.op.idempotencyRecord!.orgId, item.op.idempotencyRecord!.key))
         }
         this.committedBatches += 1
         this.committedOperations += batch.length
@@ -147,7 +177,9 @@ export class GroupCommitWriter {
     }
   }
 
-  private async writeBatch(tx: Transaction, batch: Queued[]): Promise<void> {
+  private async writeBatch(tx: Transaction, batch: Queued[], keyTaken: Queued[]): Promise<void> {
+    await this.claimIdempotencyKeys(tx, batch, keyTaken)
+    if (batch.length === 0) return
     const ops = batch.map((item) => item.op)
     let written: HotBalance[] = []
     const balances = this.balanceStatements(tx, batch, (rows) => {
@@ -177,6 +209,37 @@ export class GroupCommitWriter {
     ]
     await runPhases([independent, [balances.update]], this.options.pipeline)
     this.assertCommitPoint(written)
+  }
+
+  /**
+   * Inserts the batch's idempotency records (an expired record with the same key is replaced).
+   * Operations whose key is held are moved from `batch` to `keyTaken` and their reservations undone
+   * before anything else is written, so the rest of the batch, and the commit-point check, never
+   * see them.
+   */
+  private async claimIdempotencyKeys(tx: Transaction, batch: Queued[], keyTaken: Queued[]): Promise<void> {
+    const claiming = batch.filter((item) => item.op.idempotencyRecord !== undefined)
+    if (claiming.length === 0) return
+    const idOf = (row: IdempotencyRow) => recordId(row.orgId, row.key)
+    // One statement cannot touch a row twice; a second claim of a key in one batch loses anyway.
+    const firstPerKey = new Map<string, IdempotencyRow>()
+    for (const item of claiming) if (!firstPerKey.has(idOf(item.op.idempotencyRecord!))) firstPerKey.set(idOf(item.op.idempotencyRecord!), item.op.idempotencyRecord!)
+    const won = await insertRecords(tx, [...firstPerKey.values()])
+    const winners = new Set([...firstPerKey.values()].filter((row) => won.has(idOf(row))))
+    for (let index = batch.length - 1; index >= 0; index--) {
+      const item = batch[index]!
+      if (item.op.idempotencyRecord === undefined || winners.has(item.op.idempotencyRecord)) continue
+      batch.splice(index, 1)
+      keyTaken.unshift(item)
+      this.undo(item)
+    }
+  }
+
+  /** Gives back an operation's reservation in memory (balances and whatever `reserve` did). */
+  private undo(item: Queued): void {
+    const undo = [...item.deltas.values()].map((delta) => ({ ...delta, available: -delta.available, held: -delta.held, inFlight: -delta.inFlight }))
+    this.balances.apply(undo)
+    item.op.revert?.()
   }
 
   /** Two statements: create missing balance rows at zero, then add the batch's deltas to every row. */
@@ -291,6 +354,14 @@ export class GroupCommitWriter {
     // Events go in the same transaction as the change they describe (the outbox). They are
     // inserted in one statement per batch, in queue order, so the log's order is commit order.
     if (eventRows.length > 0) statements.push(() => tx.insert(events).values(eventRows))
+    for (const answer of ops.flatMap((op) => (op.idempotencyAnswer ? [op.idempotencyAnswer] : []))) {
+      statements.push(() =>
+        tx
+          .update(idempotencyRecords)
+          .set({ responseStatus: answer.responseStatus, responseBody: answer.responseBody })
+          .where(and(eq(idempotencyRecords.orgId, answer.orgId), eq(idempotencyRecords.key, answer.key))),
+      )
+    }
     return statements
   }
 
@@ -298,11 +369,7 @@ export class GroupCommitWriter {
     const failed = batch.concat(this.queue.splice(0))
     console.error(`ledger: a commit of ${batch.length} operation(s) failed; failing ${failed.length} uncommitted operation(s)`, error)
     // Undo in reverse order of reservation, so each undo sees the state its reservation left.
-    for (const item of [...failed].reverse()) {
-      const undo = [...item.deltas.values()].map((delta) => ({ ...delta, available: -delta.available, held: -delta.held, inFlight: -delta.inFlight }))
-      this.balances.apply(undo)
-      item.op.revert?.()
-    }
+    for (const item of [...failed].reverse()) this.undo(item)
     await this.reconcile(failed)
     const failure = new CommitFailedError(error)
     for (const item of failed) item.reject(failure)

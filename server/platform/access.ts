@@ -6,38 +6,52 @@ import { REPLAYED_HEADER, type IdempotencyStore } from './idempotency.ts'
 const STATE_CHANGING_METHODS = new Set(['POST', 'PATCH', 'PUT', 'DELETE'])
 
 /**
+ * A route's access level, or the level plus `idempotency: 'inline'` for a route that writes its
+ * idempotency record itself, in the same commit as its effect (the authorization hot path), instead
+ * of claiming the key in a separate write before the handler runs.
+ */
+export type AccessOption = Access | { level: Access; idempotency: 'inline' }
+
+/** The saved answer of an earlier request with the same key, marked as a replay. */
+export function replayResponse(status: number, body: string, headers: Record<string, unknown>): Response {
+  const replayHeaders = new Headers()
+  for (const [name, value] of Object.entries(headers)) replayHeaders.set(name, String(value))
+  replayHeaders.set('content-type', 'application/json')
+  replayHeaders.set(REPLAYED_HEADER, 'true')
+  return new Response(body, { status, headers: replayHeaders })
+}
+
+/**
  * The `access` route option: every `/v1` route names what it needs, and the same step applies
  * idempotency to state-changing calls made with organization context.
  */
 export function accessPlugin(idempotency: IdempotencyStore) {
   return new Elysia({ name: 'kassa/access' }).macro({
-    access: (level: Access) => ({
-      // Transform runs before validation: a caller without the right key learns nothing about the
-      // body schema, and a publishable key gets 403 rather than a 400 about its body.
-      transform({ request }) {
-        requireAccess(request, level)
-      },
-      resolve({ request }) {
-        return { principal: requireAccess(request, level) as Principal }
-      },
-      async beforeHandle({ request, body, set, path }) {
-        if (!STATE_CHANGING_METHODS.has(request.method)) return
-        const principal = requireAccess(request, level)
-        if (principal === undefined) return
-        const outcome = await idempotency.begin(request, principal, path, body)
-        if (outcome.kind === 'replay') {
-          const headers = new Headers()
-          for (const [name, value] of Object.entries(set.headers)) headers.set(name, String(value))
-          headers.set('content-type', 'application/json')
-          headers.set(REPLAYED_HEADER, 'true')
-          return new Response(outcome.body, { status: outcome.status, headers })
-        }
-      },
-      async afterHandle({ request, response, set }) {
-        if (response instanceof Response) return
-        await idempotency.complete(request, typeof set.status === 'number' ? set.status : 200, JSON.stringify(response))
-      },
-    }),
+    access: (option: AccessOption) => {
+      const level = typeof option === 'string' ? option : option.level
+      const inline = typeof option !== 'string' && option.idempotency === 'inline'
+      return {
+        // Transform runs before validation: a caller without the right key learns nothing about the
+        // body schema, and a publishable key gets 403 rather than a 400 about its body.
+        transform({ request }) {
+          requireAccess(request, level)
+        },
+        resolve({ request }) {
+          return { principal: requireAccess(request, level) as Principal }
+        },
+        async beforeHandle({ request, body, set, path }) {
+          if (inline || !STATE_CHANGING_METHODS.has(request.method)) return
+          const principal = requireAccess(request, level)
+          if (principal === undefined) return
+          const outcome = await idempotency.begin(request, principal, path, body)
+          if (outcome.kind === 'replay') return replayResponse(outcome.status, outcome.body, set.headers)
+        },
+        async afterHandle({ request, response, set }) {
+          if (inline || response instanceof Response) return
+          await idempotency.complete(request, typeof set.status === 'number' ? set.status : 200, JSON.stringify(response))
+        },
+      }
+    },
   })
 }
 

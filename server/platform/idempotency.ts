@@ -1,5 +1,5 @@
 import { and, eq, lt, sql } from 'drizzle-orm'
-import type { Database } from '../../db/client.ts'
+import type { Database, Executor } from '../../db/client.ts'
 import { idempotencyRecords } from '../../db/schema/index.ts'
 import { ApiError } from '../lib/errors.ts'
 import { sha256Hex } from '../lib/hash.ts'
@@ -56,6 +56,100 @@ function describeDifference(
 }
 
 export type IdempotencyOutcome = { kind: 'proceed' } | { kind: 'replay'; status: number; body: string }
+export type IdempotencyRow = typeof idempotencyRecords.$inferInsert
+type StoredRecord = typeof idempotencyRecords.$inferSelect
+
+/** The request's Idempotency-Key, checked for shape; undefined when it sends none. */
+export function idempotencyKeyOf(request: Request): string | undefined {
+  const key = request.headers.get(IDEMPOTENCY_HEADER)
+  if (key === null) return undefined
+  if (!KEY_SHAPE.test(key)) {
+    throw new ApiError('invalid_request', 'Idempotency-Key must be 1 to 255 printable ASCII characters', {
+      field: 'Idempotency-Key',
+    })
+  }
+  return key
+}
+
+export function requestHashOf(method: string, path: string, body: unknown): string {
+  return sha256Hex(`${method} ${path}\n${canonicalJson(body)}`)
+}
+
+/**
+ * What a request meets when its key is held by a live record: the saved answer if it is the same
+ * request and finished, otherwise `idempotency_conflict` (another request) or
+ * `idempotency_in_progress` (the first is still running).
+ */
+export function judgeExisting(existing: Pick<StoredRecord, 'method' | 'path' | 'requestBody' | 'requestHash' | 'state' | 'responseStatus' | 'responseBody'>, request: { method: string; path: string; body: unknown; requestHash: string }): IdempotencyOutcome {
+  if (existing.requestHash !== request.requestHash) {
+    const difference = describeDifference(existing, request.method, request.path, request.body)
+    throw new ApiError('idempotency_conflict', difference.message, { field: difference.field })
+  }
+  if (existing.state === 'completed') return { kind: 'replay', status: existing.responseStatus!, body: existing.responseBody! }
+  throw new ApiError('idempotency_in_progress', 'A request with this Idempotency-Key is still being processed; retry shortly')
+}
+
+/**
+ * A request whose record is written by the ledger in the same commit as its effect (the
+ * authorization hot path) instead of being claimed first: it carries this, and the record is
+ * inserted completed, with the answer, only if the key is free.
+ */
+export interface InlineIdempotency {
+  orgId: string
+  key: string
+  method: string
+  path: string
+  requestHash: string
+  requestBody: unknown
+}
+
+/**
+ * Inserts completed records; a key held by an expired record is taken over, a key held by a live
+ * one is left alone. Answers the keys that were written (`<orgId>\n<key>`). One statement cannot
+ * touch a row twice, so the rows must have distinct keys.
+ */
+export async function insertRecords(executor: Executor, rows: IdempotencyRow[]): Promise<Set<string>> {
+  const written = await executor
+    .insert(idempotencyRecords)
+    .values(rows)
+    .onConflictDoUpdate({
+      target: [idempotencyRecords.orgId, idempotencyRecords.key],
+      set: {
+        method: sql`excluded.method`,
+        path: sql`excluded.path`,
+        requestHash: sql`excluded.request_hash`,
+        requestBody: sql`excluded.request_body`,
+        state: sql`excluded.state`,
+        responseStatus: sql`excluded.response_status`,
+        responseBody: sql`excluded.response_body`,
+        createdAt: sql`excluded.created_at`,
+        lockedUntil: sql`excluded.locked_until`,
+        expiresAt: sql`excluded.expires_at`,
+      },
+      setWhere: sql`${idempotencyRecords.expiresAt} <= excluded.created_at`,
+    })
+    .returning({ orgId: idempotencyRecords.orgId, key: idempotencyRecords.key })
+  return new Set(written.map((row) => recordId(row.orgId, row.key)))
+}
+
+export const recordId = (orgId: string, key: string) => `${orgId}\n${key}`
+
+export function inlineRecord(claim: InlineIdempotency, responseStatus: number, responseBody: string, nowMs: number): IdempotencyRow {
+  return {
+    orgId: claim.orgId,
+    key: claim.key,
+    method: claim.method,
+    path: claim.path,
+    requestHash: claim.requestHash,
+    requestBody: claim.requestBody ?? null,
+    state: 'completed',
+    responseStatus,
+    responseBody,
+    createdAt: new Date(nowMs),
+    lockedUntil: new Date(nowMs),
+    expiresAt: new Date(nowMs + IDEMPOTENCY_RETENTION_MS),
+  }
+}
 
 /**
  * Stripe's model: a key is scoped to the organization and kept 24 h; the first request's answer
@@ -63,21 +157,18 @@ export type IdempotencyOutcome = { kind: 'proceed' } | { kind: 'replay'; status:
  * request that fails validation is not saved, so it can be corrected and retried with the same key.
  */
 export class IdempotencyStore {
+  private readonly heldLocally = new Set<string>()
+
   constructor(
     private readonly db: Database,
     private readonly wallNowMs: () => number,
   ) {}
 
   async begin(request: Request, principal: Principal, path: string, body: unknown): Promise<IdempotencyOutcome> {
-    const key = request.headers.get(IDEMPOTENCY_HEADER)
-    if (key === null) return { kind: 'proceed' }
-    if (!KEY_SHAPE.test(key)) {
-      throw new ApiError('invalid_request', 'Idempotency-Key must be 1 to 255 printable ASCII characters', {
-        field: 'Idempotency-Key',
-      })
-    }
+    const key = idempotencyKeyOf(request)
+    if (key === undefined) return { kind: 'proceed' }
     const method = request.method
-    const requestHash = sha256Hex(`${method} ${path}\n${canonicalJson(body)}`)
+    const requestHash = requestHashOf(method, path, body)
     const nowMs = this.wallNowMs()
     const fresh = {
       orgId: principal.orgId,
@@ -107,15 +198,8 @@ export class IdempotencyStore {
           .where(and(eq(idempotencyRecords.orgId, principal.orgId), eq(idempotencyRecords.key, key), lt(idempotencyRecords.expiresAt, new Date(nowMs))))
         continue
       }
-      if (existing.requestHash !== requestHash) {
-        const difference = describeDifference(existing, method, path, body)
-        throw new ApiError('idempotency_conflict', difference.message, { field: difference.field })
-      }
-      if (existing.state === 'completed') {
-        return { kind: 'replay', status: existing.responseStatus!, body: existing.responseBody! }
-      }
-      if (existing.lockedUntil.getTime() > nowMs) {
-        throw new ApiError('idempotency_in_progress', 'A request with this Idempotency-Key is still being processed; retry shortly')
+      if (existing.requestHash !== requestHash || existing.state === 'completed' || existing.lockedUntil.getTime() > nowMs) {
+        return judgeExisting(existing, { method, path, body, requestHash })
       }
       const [taken] = await this.db
         .update(idempotencyRecords)
@@ -156,6 +240,32 @@ export class IdempotencyStore {
     await this.db
       .delete(idempotencyRecords)
       .where(and(eq(idempotencyRecords.orgId, claim.orgId), eq(idempotencyRecords.key, claim.key), eq(idempotencyRecords.state, 'in_progress')))
+  }
+
+  /** The live record of a key, if any (an expired one counts as none). */
+  async find(orgId: string, key: string): Promise<StoredRecord | undefined> {
+    const [existing] = await this.db
+      .select()
+      .from(idempotencyRecords)
+      .where(and(eq(idempotencyRecords.orgId, orgId), eq(idempotencyRecords.key, key)))
+    if (existing === undefined || existing.expiresAt.getTime() <= this.wallNowMs()) return undefined
+    return existing
+  }
+
+  /**
+   * Inline requests with the same key in this instance, one at a time: the second gets
+   * `idempotency_in_progress` at once instead of being decided twice. (Across instances the
+   * record's primary key decides.) Answers false when the key is already held.
+   */
+  holdLocally(orgId: string, key: string): boolean {
+    const id = `${orgId}\n${key}`
+    if (this.heldLocally.has(id)) return false
+    this.heldLocally.add(id)
+    return true
+  }
+
+  releaseLocally(orgId: string, key: string): void {
+    this.heldLocally.delete(`${orgId}\n${key}`)
   }
 
   async purgeExpired(): Promise<void> {

@@ -228,6 +228,111 @@ describe('list', () => {
   })
 })
 
+const authorizeWithKey = (key: string, amount: string, extra: Record<string, unknown> = {}) =>
+  app.call('POST', '/v1/payments/authorize', {
+    key: fx.org.testKey,
+    headers: { 'idempotency-key': key },
+    body: { accountId: payer, asset: 'USDC', amount, merchant: { name: 'Coffee Shop', mcc: '5814' }, ...extra },
+  })
+
+/** Stalls the ledger writer's transactions until the returned function is called. */
+function stallWriter(): () => void {
+  const writer = app.kassa.runtime.ledger.writer as unknown as { db: Database }
+  const realDb = writer.db
+  let openGate!: () => void
+  const gate = new Promise<void>((resolve) => (openGate = resolve))
+  writer.db = new Proxy(realDb, {
+    get(target, property, receiver) {
+      if (property !== 'transaction') return Reflect.get(target, property, receiver)
+      return async (...args: Parameters<Database['transaction']>) => {
+        await gate
+        return target.transaction(...args)
+      }
+    },
+  })
+  return () => {
+    openGate()
+    writer.db = realDb
+  }
+}
+
+describe('idempotency on the hot path (the record commits with the authorization)', () => {
+  test('a retry with the same key replays the approval and holds the amount once', async () => {
+    const before = await fx.balance(payer)
+    const first = await authorizeWithKey('auth-replay-1', '2')
+    expect(first.status).toBe(201)
+    expect(first.headers.get('idempotent-replayed')).toBeNull()
+    const after = await fx.balance(payer)
+    const payments = await paymentCount()
+    const retry = await authorizeWithKey('auth-replay-1', '2')
+    expect(retry.status).toBe(201)
+    expect(retry.headers.get('idempotent-replayed')).toBe('true')
+    expect(retry.body).toEqual(first.body)
+    expect(await fx.balance(payer)).toEqual(after)
+    expect(await paymentCount()).toBe(payments)
+    expect(subtractDecimal(before.available, after.available)).toBe('2.000000')
+    expect((await fx.call('POST', `/v1/payments/${first.body.id}/void`)).status).toBe(200)
+    await expectVerified(app)
+  })
+
+  test('the same key with a different body is idempotency_conflict naming the field, and changes nothing', async () => {
+    const first = await authorizeWithKey('auth-conflict-1', '1')
+    const before = { ledger: await ledgerState(app), payments: await paymentCount() }
+    const conflict = await authorizeWithKey('auth-conflict-1', '3')
+    expect(conflict.status).toBe(409)
+    expect(conflict.body.error).toMatchObject({ code: 'idempotency_conflict', field: 'amount' })
+    expect({ ledger: await ledgerState(app), payments: await paymentCount() }).toEqual(before)
+    expect((await fx.call('POST', `/v1/payments/${first.body.id}/void`)).status).toBe(200)
+  })
+
+  test('a declined authorization is replayed as declined, even after the account could pay', async () => {
+    const first = await authorizeWithKey('auth-decline-1', '1000000')
+    expect(first.body).toMatchObject({ state: 'declined', failureCode: 'insufficient_funds' })
+    const retry = await authorizeWithKey('auth-decline-1', '1000000')
+    expect(retry.headers.get('idempotent-replayed')).toBe('true')
+    expect(retry.body).toEqual(first.body)
+  })
+
+  test('a second request with a key still being decided is idempotency_in_progress', async () => {
+    const release = stallWriter()
+    let first: Promise<TestResponse>
+    try {
+      first = authorizeWithKey('auth-concurrent-1', '1')
+      await Bun.sleep(20)
+      const second = await authorizeWithKey('auth-concurrent-1', '1')
+      expect(second.status).toBe(409)
+      expect(second.body.error.code).toBe('idempotency_in_progress')
+    } finally {
+      release()
+    }
+    expect((await first!).body.state).toBe('authorized')
+    const replay = await authorizeWithKey('auth-concurrent-1', '1')
+    expect(replay.body).toEqual((await first!).body)
+    expect((await fx.call('POST', `/v1/payments/${replay.body.id}/void`)).status).toBe(200)
+  })
+
+  test('a key whose answer was a fail-closed decline replays the decline, never the late approval', async () => {
+    configurePayments(app.kassa.runtime, { budgetMs: 100 })
+    const release = stallWriter()
+    let first: TestResponse
+    try {
+      first = await authorizeWithKey('auth-late-1', '4')
+      expect(first.body).toMatchObject({ state: 'declined', failureCode: 'processing_timeout' })
+    } finally {
+      release()
+      configurePayments(app.kassa.runtime, { budgetMs: AUTHORIZATION_BUDGET_MS })
+    }
+    // Right after the late write lands and while it is being closed, and after: always the decline.
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const retry = await authorizeWithKey('auth-late-1', '4')
+      expect(retry.status).toBe(201)
+      expect(retry.body).toEqual(first!.body)
+      await app.kassa.runtime.ledger.drain()
+    }
+    await expectVerified(app)
+  })
+})
+
 describe('fail closed', () => {
   test('a commit slower than the budget is declined processing_timeout in time, and the late write can never be captured', async () => {
     const writer = app.kassa.runtime.ledger.writer as unknown as { db: Database }
@@ -341,4 +446,10 @@ function addDecimal(a: string, b: string): string {
   const toMinor = (value: string) => BigInt(value.replace('.', ''))
   const sum = (toMinor(a) + toMinor(b)).toString().padStart(7, '0')
   return `${sum.slice(0, -6)}.${sum.slice(-6)}`
+}
+
+function subtractDecimal(a: string, b: string): string {
+  const toMinor = (value: string) => BigInt(value.replace('.', ''))
+  const difference = (toMinor(a) - toMinor(b)).toString().padStart(7, '0')
+  return `${difference.slice(0, -6)}.${difference.slice(-6)}`
 }

@@ -151,10 +151,11 @@ describe('rate limits across instances', () => {
         expect(Number(response.headers.get('retry-after'))).toBeGreaterThanOrEqual(1)
         expect(response.headers.get('x-ratelimit-limit')).toBe(String(ORG_LIMIT))
       }
-      // Both instances took part in admitting and in refusing.
-      const servedBy = (index: number) => (index % 2 === 0 ? 'first' : 'second')
-      const admittedBy = new Set(responses.flatMap((response, index) => (response.status === 200 ? [servedBy(index)] : [])))
-      expect(admittedBy.size).toBe(2)
+      // Each instance alone got more requests than the limit (REQUESTS / 2 > ORG_LIMIT), so counters
+      // of their own would have admitted more than ORG_LIMIT in total: exactly ORG_LIMIT means one count.
+      expect(REQUESTS / 2).toBeGreaterThan(ORG_LIMIT)
+      // (Which instance admits which request depends on how each batches its counts: one batch of
+      // one instance may take every remaining slot.)
     },
     60_000 + START_TIMEOUT_MS * 2,
   )

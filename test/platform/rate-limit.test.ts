@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { rateLimitCounters } from '../../db/schema/index.ts'
 import { MemoryRateLimiter, PostgresRateLimiter, RATE_WINDOW_MS, type RateLimiter } from '../../server/platform/rate-limit-store.ts'
 import { startTestApp, type TestApp, type TestOrg, type TestResponse } from '../support/app.ts'
 
@@ -212,5 +213,54 @@ describe('counter stores', () => {
     const next = await store.hit(bucket, 1, nowMs + 1)
     expect(next.allowed).toBe(true)
     expect(next.retryAfterSeconds).toBe(60)
+  })
+})
+
+describe('the shared counter', () => {
+  test('concurrent hits are counted in few statements, and hits of two windows and two buckets in one batch each get their own count', async () => {
+    const store = new PostgresRateLimiter(app.kassa.runtime.db)
+    const bucket = `test:${Math.random().toString(36).slice(2)}`
+    const nowMs = WINDOW_START_MS + 5_000
+    const decisions = await Promise.all([
+      ...Array.from({ length: 30 }, () => store.hit(bucket, 20, nowMs)),
+      ...Array.from({ length: 30 }, () => store.hit(`${bucket}:b`, 25, nowMs)),
+      ...Array.from({ length: 5 }, () => store.hit(bucket, 20, nowMs + RATE_WINDOW_MS)),
+    ])
+    expect(decisions.slice(0, 30).filter((decision) => decision.allowed)).toHaveLength(20)
+    expect(decisions.slice(30, 60).filter((decision) => decision.allowed)).toHaveLength(25)
+    expect(decisions.slice(60).every((decision) => decision.allowed)).toBe(true)
+    expect(decisions.slice(60).map((decision) => decision.remaining).sort((a, b) => a - b)).toEqual([15, 16, 17, 18, 19])
+  })
+
+  test('when the database does not answer in time, requests are counted in memory instead of waiting', async () => {
+    const db = app.kassa.runtime.db
+    const bucket = `test:${Math.random().toString(36).slice(2)}`
+    const nowMs = WINDOW_START_MS + 5_000
+    // A transaction that has inserted the counter row and stays open: the counter's upsert waits
+    // on it for real (a row lock on Postgres; the single connection on PGlite).
+    let openGate!: () => void
+    const gate = new Promise<void>((resolve) => (openGate = resolve))
+    let locked!: () => void
+    const isLocked = new Promise<void>((resolve) => (locked = resolve))
+    const holder = db.transaction(async (tx) => {
+      await tx.insert(rateLimitCounters).values({ bucket, windowStartMs: nowMs - (nowMs % RATE_WINDOW_MS), count: 0 })
+      locked()
+      await gate
+    })
+    await isLocked
+    const store = new PostgresRateLimiter(db, { answerWithinMs: 50, batchMax: 1000 })
+    try {
+      const started = performance.now()
+      const first = await Promise.all(Array.from({ length: 3 }, () => store.hit(bucket, 4, nowMs)))
+      expect(performance.now() - started).toBeLessThan(5_000)
+      expect(first.map((decision) => decision.allowed)).toEqual([true, true, true])
+      // Once the counter is known to be stuck, later requests do not wait for it at all; the
+      // memory count carries on within the same window and still refuses past the limit.
+      const later = await Promise.all(Array.from({ length: 3 }, () => store.hit(bucket, 4, nowMs)))
+      expect(later.map((decision) => decision.allowed)).toEqual([true, false, false])
+    } finally {
+      openGate()
+      await holder
+    }
   })
 })

@@ -2,6 +2,7 @@ import { and, asc, eq, gt, type SQL } from 'drizzle-orm'
 import type { Executor } from '../../../db/client.ts'
 import { events, payments } from '../../../db/schema/index.ts'
 import type { EventRow, PaymentRow } from '../../ledger/writer.ts'
+import { insertRecords, type IdempotencyRow } from '../../platform/idempotency.ts'
 
 export type PaymentRecord = typeof payments.$inferSelect
 
@@ -22,12 +23,22 @@ export async function authorizedPayments(executor: Executor): Promise<PaymentRec
 }
 
 /** A decline moves no money, so it skips the ledger: its row and event commit together here. */
-export async function insertDecline(executor: Executor, row: PaymentRow, event: EventRow): Promise<void> {
-  await executor.transaction(async (tx) => {
+/**
+ * The decline, its event and (with an Idempotency-Key) its saved answer, in one transaction. A key
+ * held by a live record means an earlier request owns it: nothing is written and `key_taken` is
+ * answered.
+ */
+export async function insertDecline(executor: Executor, row: PaymentRow, event: EventRow, record?: IdempotencyRow): Promise<'recorded' | 'key_taken'> {
+  return executor.transaction(async (tx) => {
+    if (record) {
+      const written = await insertRecords(tx, [record])
+      if (written.size === 0) return 'key_taken'
+    }
     await tx
       .insert(payments)
       .values(row)
       .onConflictDoUpdate({ target: payments.id, set: { state: row.state, failureCode: row.failureCode ?? null, closedAt: row.closedAt ?? null } })
     await tx.insert(events).values(event)
+    return 'recorded'
   })
 }

@@ -1,6 +1,9 @@
 import { Elysia, t } from 'elysia'
 import { IdParams } from '../../lib/params.ts'
-import type { AccessPlugin } from '../../platform/access.ts'
+import { ApiError } from '../../lib/errors.ts'
+import { replayResponse, type AccessPlugin } from '../../platform/access.ts'
+import { receivedAtOf } from '../../platform/errors.ts'
+import { idempotencyKeyOf, requestHashOf, type IdempotencyStore, type InlineIdempotency } from '../../platform/idempotency.ts'
 import { apiDoc } from '../../platform/openapi.ts'
 import type { Runtime } from '../../runtime.ts'
 import { AuthorizePaymentBody, CapturePaymentBody, ListPaymentsQuery, Payment, PaymentList } from './model.ts'
@@ -11,17 +14,33 @@ const STATES_DOC =
   'States: authorized → captured | voided | expired (24 h after authorization on the organization\'s clock, event payment.expired); declined is terminal from the start. Events: payment.authorized, payment.declined, payment.captured, payment.voided, payment.expired.'
 const REFUSALS_DOC = 'Refused with hold_not_active (409) unless the payment is authorized (declined, captured, voided, or closing right now), and hold_expired (422) once it has lapsed.'
 
-export function paymentsRoutes(runtime: Runtime, access: AccessPlugin) {
+export function paymentsRoutes(runtime: Runtime, access: AccessPlugin, records: IdempotencyStore) {
   return new Elysia({ name: 'kassa/payments', prefix: '/v1' })
     .use(access)
     .post(
       '/payments/authorize',
-      async ({ body, principal, set }) => {
-        set.status = 201
-        return service.authorizePayment(runtime, principal.orgId, body)
+      async ({ body, principal, set, request, path }) => {
+        // The idempotency record is written in the authorization's own commit (inline), so a
+        // request with a key costs no extra round trip and stays inside the budget.
+        const key = idempotencyKeyOf(request)
+        let idempotency: InlineIdempotency | undefined
+        if (key !== undefined) {
+          if (!records.holdLocally(principal.orgId, key)) {
+            throw new ApiError('idempotency_in_progress', 'A request with this Idempotency-Key is still being processed; retry shortly')
+          }
+          idempotency = { orgId: principal.orgId, key, method: request.method, path, requestHash: requestHashOf(request.method, path, body), requestBody: body }
+        }
+        try {
+          const answer = await service.authorizePayment(runtime, principal.orgId, body, { receivedAt: receivedAtOf(request), idempotency, records })
+          if (answer.kind === 'replay') return replayResponse(answer.status, answer.body, set.headers)
+          set.status = 201
+          return answer.payment
+        } finally {
+          if (key !== undefined) records.releaseLocally(principal.orgId, key)
+        }
       },
       {
-        access: 'secret',
+        access: { level: 'secret', idempotency: 'inline' },
         body: AuthorizePaymentBody,
         response: { 201: Payment },
         detail: apiDoc('Authorize a payment', 'Payments', {

@@ -1,11 +1,12 @@
 import { eventRow } from '../../ledger/events.ts'
 import { SYSTEM_ACCOUNTS, type Posting } from '../../ledger/hot-balances.ts'
 import type { PendingHold } from '../../ledger/ledger.ts'
-import type { LedgerOperation, PaymentRow } from '../../ledger/writer.ts'
+import { IdempotencyKeyTaken, type IdempotencyAnswer, type LedgerOperation, type PaymentRow } from '../../ledger/writer.ts'
 import { ApiError, invalid, notFound } from '../../lib/errors.ts'
 import { newId } from '../../lib/ids.ts'
 import { onePage, pageLimit } from '../../lib/pagination.ts'
 import { formatAmount, parseAmount } from '../../lib/money.ts'
+import { inlineRecord, judgeExisting, type IdempotencyStore, type InlineIdempotency } from '../../platform/idempotency.ts'
 import type { Runtime } from '../../runtime.ts'
 import { findAsset, type AssetInfo } from '../assets/catalog.ts'
 import { holdRow, onHoldExpiry } from '../holds/service.ts'
@@ -41,14 +42,33 @@ interface PaymentsState {
   authorized: Map<string, AuthorizedPayment>
   /** Declines already answered whose record is not durable yet (the database is slow or down). */
   unsettled: Map<string, PaymentRow>
+  /**
+   * Answers given as declines whose saved idempotent answer still says otherwise: a late
+   * authorization landed with its record, and the commit that closes it (and rewrites the record)
+   * has not landed yet. Keyed by org and Idempotency-Key; a retry in that window replays these.
+   */
+  answersInFlight: Map<string, { requestHash: string; body: string }>
 }
+
+/** What the authorize route knows beyond the body. */
+export interface AuthorizeContext {
+  /** `performance.now()` when the request arrived: the budget counts from here. */
+  receivedAt: number
+  /** Present when the request carries an Idempotency-Key; its record goes into the same commit. */
+  idempotency?: InlineIdempotency
+  records: IdempotencyStore
+}
+
+export type AuthorizeAnswer = { kind: 'answer'; payment: PaymentView } | { kind: 'replay'; status: number; body: string }
+
+const inFlightId = (orgId: string, key: string) => `${orgId}\n${key}`
 
 const states = new WeakMap<Runtime, PaymentsState>()
 
 function stateOf(runtime: Runtime): PaymentsState {
   let state = states.get(runtime)
   if (!state) {
-    state = { budgetMs: AUTHORIZATION_BUDGET_MS, authorized: new Map(), unsettled: new Map() }
+    state = { budgetMs: AUTHORIZATION_BUDGET_MS, authorized: new Map(), unsettled: new Map(), answersInFlight: new Map() }
     states.set(runtime, state)
   }
   return state
@@ -125,14 +145,15 @@ async function withinBudget<T>(promise: Promise<T>, deadline: number): Promise<{
 }
 
 /**
- * Decides synchronously and answers inside the budget. Approved: the amount is held on the account
- * through the ledger and the answer waits for the commit. Declined: 201 with a failure code. If the
- * commit is not durable within the budget, the answer is a `processing_timeout` decline and the
- * hold is made uncapturable at once; when the late write lands it is released (see `failClosed`).
+ * Decides synchronously and answers inside the budget, counted from the request's arrival.
+ * Approved: the amount is held on the account through the ledger and the answer waits for the
+ * commit, which also holds the idempotency record. Declined: 201 with a failure code. If the commit
+ * is not durable within the budget, the answer is a `processing_timeout` decline and the hold is
+ * made uncapturable at once; when the late write lands it is released (see `failClosed`).
  */
-export async function authorizePayment(runtime: Runtime, orgId: string, input: AuthorizePaymentInput): Promise<PaymentView> {
+export async function authorizePayment(runtime: Runtime, orgId: string, input: AuthorizePaymentInput, context: AuthorizeContext): Promise<AuthorizeAnswer> {
   const state = stateOf(runtime)
-  const deadline = performance.now() + state.budgetMs
+  const deadline = context.receivedAt + state.budgetMs
   const info = findAsset(input.asset)
   const amountMinor = info ? parseAmount(input.amount, info.decimals, 'amount') : (parseAmount(input.amount, UNKNOWN_ASSET_DECIMALS_MAX, 'amount'), null)
   const lookup = await withinBudget(runtime.ledger.accounts.require(orgId, input.accountId, 'accountId'), deadline)
@@ -156,32 +177,33 @@ export async function authorizePayment(runtime: Runtime, orgId: string, input: A
     createdAt: now,
     closedAt: null,
   }
-  if (lookup.kind === 'timeout') return decline(runtime, row, 'processing_timeout', null, deadline)
+  if (lookup.kind === 'timeout') return decline(runtime, row, 'processing_timeout', null, deadline, context)
   const account = lookup.value
-  if (!info || amountMinor === null) return decline(runtime, row, 'unsupported_asset', account.externalId, deadline)
+  if (!info || amountMinor === null) return decline(runtime, row, 'unsupported_asset', account.externalId, deadline, context)
   let submitted: { operation: LedgerOperation; hold: PendingHold; commit: Promise<void> }
   try {
     assertWithinLimits(amountMinor, runtime.ledger.policy(info.asset), info.decimals)
     if (account.status === 'frozen') throw new ApiError('account_frozen', 'frozen')
-    submitted = reserve(runtime, row, info, amountMinor, account.externalId, now)
+    submitted = reserve(runtime, row, info, amountMinor, account.externalId, now, context)
   } catch (error) {
     const code = error instanceof ApiError ? DECLINE_CODES[error.code] : undefined
     if (code === undefined) throw error
-    return decline(runtime, row, code, account.externalId, deadline)
+    return decline(runtime, row, code, account.externalId, deadline, context)
   }
   const outcome = await withinBudget(submitted.commit, deadline)
-  if (outcome.kind === 'done') return toPaymentView(submitted.operation.payments![0]!)
+  if (outcome.kind === 'done') return { kind: 'answer', payment: toPaymentView(submitted.operation.payments![0]!) }
   if (outcome.kind === 'failed') {
+    if (outcome.error instanceof IdempotencyKeyTaken) return replayTakenKey(runtime, orgId, context, deadline)
     // The writer already undid the reservation; nothing was applied.
     console.error(`payments: authorization ${row.id} could not commit; declined`, outcome.error)
-    return decline(runtime, { ...row, expiresAt: null, holdId: null }, 'processing_error', account.externalId, deadline)
+    return decline(runtime, { ...row, expiresAt: null, holdId: null }, 'processing_error', account.externalId, deadline, context)
   }
-  failClosed(runtime, submitted.hold, submitted.commit, row, account.externalId)
-  return decline(runtime, { ...row, expiresAt: null, holdId: null }, 'processing_timeout', account.externalId, deadline, { recordNow: false })
+  failClosed(runtime, submitted.hold, submitted.commit, row, account.externalId, context)
+  return { kind: 'answer', payment: toPaymentView(declinedRow(row, 'processing_timeout')) }
 }
 
 /** The reservation: decided and applied to memory in this synchronous step, committed by the writer. */
-function reserve(runtime: Runtime, payment: PaymentRow, info: AssetInfo, amountMinor: bigint, externalId: string, now: Date) {
+function reserve(runtime: Runtime, payment: PaymentRow, info: AssetInfo, amountMinor: bigint, externalId: string, now: Date, context: AuthorizeContext) {
   const state = stateOf(runtime)
   const hold: PendingHold = {
     id: newId('hold'),
@@ -208,6 +230,7 @@ function reserve(runtime: Runtime, payment: PaymentRow, info: AssetInfo, amountM
     holds: [holdRow(hold, 'pending', null)],
     payments: [authorized],
     events: [eventRow(payment.orgId, 'payment.authorized', eventData(authorized, externalId, { holdId: hold.id, expiresAt: hold.expiresAt.toISOString() }), now)],
+    idempotencyRecord: context.idempotency ? inlineRecord(context.idempotency, 201, JSON.stringify(toPaymentView(authorized)), runtime.clock.wallNowMs()) : undefined,
     reserve: () => {
       runtime.ledger.pendingHolds.set(hold.id, hold)
       state.authorized.set(payment.id, { row: authorized, externalId })
@@ -222,53 +245,85 @@ function reserve(runtime: Runtime, payment: PaymentRow, info: AssetInfo, amountM
   return { operation, hold, commit }
 }
 
+function declinedRow(payment: PaymentRow, failureCode: FailureCode): PaymentRow {
+  return { ...payment, state: 'declined', failureCode, holdId: null, expiresAt: null, closedAt: payment.createdAt }
+}
+
+/**
+ * The key was held by an earlier request: its saved answer is replayed (or the request refused as
+ * a conflict). A decline given while a late write was still being closed wins over what the
+ * database says for that moment.
+ */
+async function replayTakenKey(runtime: Runtime, orgId: string, context: AuthorizeContext, deadline: number): Promise<AuthorizeAnswer> {
+  const claim = context.idempotency!
+  const request = { method: claim.method, path: claim.path, body: claim.requestBody, requestHash: claim.requestHash }
+  const pending = stateOf(runtime).answersInFlight.get(inFlightId(orgId, claim.key))
+  const found = pending
+    ? { kind: 'done' as const, value: { method: claim.method, path: claim.path, requestBody: null, requestHash: pending.requestHash, state: 'completed' as const, responseStatus: 201, responseBody: pending.body } }
+    : await withinBudget(context.records.find(orgId, claim.key), deadline)
+  if (found.kind !== 'done' || found.value === undefined) {
+    throw new ApiError('idempotency_in_progress', 'A request with this Idempotency-Key is still being processed; retry shortly')
+  }
+  const outcome = judgeExisting(found.value, request)
+  if (outcome.kind !== 'replay') throw new ApiError('idempotency_in_progress', 'A request with this Idempotency-Key is still being processed; retry shortly')
+  return { kind: 'replay', status: outcome.status, body: outcome.body }
+}
+
 /**
  * The answer was a decline, so this authorization must never be capturable. Its hold is marked
  * closing at once (capture, void and the sweeper all refuse a closing hold). If the late write
- * lands, the hold is released and the payment recorded declined in one commit; if it fails, the
- * writer has undone it and only the decline is recorded.
+ * lands, the hold is released, the payment recorded declined and its saved idempotent answer
+ * rewritten, in one commit; if it fails, the writer has undone it and only the decline is recorded.
  */
-function failClosed(runtime: Runtime, hold: PendingHold, commit: Promise<void>, payment: PaymentRow, externalId: string): void {
+function failClosed(runtime: Runtime, hold: PendingHold, commit: Promise<void>, payment: PaymentRow, externalId: string, context: AuthorizeContext): void {
   const state = stateOf(runtime)
   hold.closing = true
-  const declined: PaymentRow = { ...payment, state: 'declined', failureCode: 'processing_timeout', holdId: hold.id, expiresAt: null, closedAt: payment.createdAt }
+  const declined: PaymentRow = { ...declinedRow(payment, 'processing_timeout'), holdId: hold.id }
+  const declinedBody = JSON.stringify(toPaymentView(declinedRow(payment, 'processing_timeout')))
+  const claim = context.idempotency
   state.unsettled.set(payment.id, declined)
+  if (claim) state.answersInFlight.set(inFlightId(payment.orgId, claim.key), { requestHash: claim.requestHash, body: declinedBody })
+  const declinedEvent = (at: Date) => eventRow(payment.orgId, 'payment.declined', eventData(declined, externalId, { failureCode: 'processing_timeout' }), at)
   commit.then(
     async () => {
       const now = runtime.clock.now(payment.orgId)
-      await submitClose(runtime, hold, declined, eventRow(payment.orgId, 'payment.declined', eventData(declined, externalId, { failureCode: 'processing_timeout' }), now), now)
+      const answer: IdempotencyAnswer | undefined = claim ? { orgId: claim.orgId, key: claim.key, responseStatus: 201, responseBody: declinedBody } : undefined
+      await submitClose(runtime, hold, declined, declinedEvent(now), now, answer)
     },
-    async () => {
-      await repo.insertDecline(runtime.db, { ...declined, holdId: null }, eventRow(payment.orgId, 'payment.declined', eventData(declined, externalId, { failureCode: 'processing_timeout' }), payment.createdAt))
+    async (error: unknown) => {
+      // A taken key means an earlier request owns it: only the decline itself is recorded.
+      const record = claim && !(error instanceof IdempotencyKeyTaken) ? inlineRecord(claim, 201, declinedBody, runtime.clock.wallNowMs()) : undefined
+      await repo.insertDecline(runtime.db, { ...declined, holdId: null }, declinedEvent(payment.createdAt), record)
     },
   )
-    .then(() => state.unsettled.delete(payment.id))
+    .then(() => {
+      state.unsettled.delete(payment.id)
+      if (claim) state.answersInFlight.delete(inFlightId(payment.orgId, claim.key))
+    })
     .catch((error: unknown) => console.error(`payments: recording the fail-closed decline of ${payment.id} failed; it stays uncapturable in memory`, error))
 }
 
-/** Records a decline and answers it; if the record is not durable within the budget it finishes later. */
-async function decline(
-  runtime: Runtime,
-  payment: PaymentRow,
-  failureCode: FailureCode,
-  externalId: string | null,
-  deadline: number,
-  options: { recordNow?: boolean } = {},
-): Promise<PaymentView> {
+/**
+ * Records a decline (with the request's idempotency record) and answers it; if the record is not
+ * durable within the budget the answer is given anyway and the record finishes later.
+ */
+async function decline(runtime: Runtime, payment: PaymentRow, failureCode: FailureCode, externalId: string | null, deadline: number, context: AuthorizeContext): Promise<AuthorizeAnswer> {
   const declined: PaymentRow = { ...payment, state: 'declined', failureCode, closedAt: payment.createdAt }
-  if (options.recordNow === false) return toPaymentView(declined)
+  const view = toPaymentView(declined)
   const state = stateOf(runtime)
   state.unsettled.set(declined.id, declined)
-  const write = repo.insertDecline(runtime.db, declined, eventRow(payment.orgId, 'payment.declined', eventData(declined, externalId, { failureCode }), payment.createdAt))
+  const record = context.idempotency ? inlineRecord(context.idempotency, 201, JSON.stringify(view), runtime.clock.wallNowMs()) : undefined
+  const write = repo.insertDecline(runtime.db, declined, eventRow(payment.orgId, 'payment.declined', eventData(declined, externalId, { failureCode }), payment.createdAt), record)
   write
     .catch((error: unknown) => console.error(`payments: recording decline ${declined.id} failed`, error))
     .finally(() => state.unsettled.delete(declined.id))
-  await withinBudget(write, deadline)
-  return toPaymentView(declined)
+  const outcome = await withinBudget(write, deadline)
+  if (outcome.kind === 'done' && outcome.value === 'key_taken') return replayTakenKey(runtime, payment.orgId, context, deadline)
+  return { kind: 'answer', payment: view }
 }
 
 /** Closes a payment's hold: the whole hold back to available, the payment's new state in the same commit. */
-function submitClose(runtime: Runtime, hold: PendingHold, payment: PaymentRow, event: ReturnType<typeof eventRow>, now: Date): Promise<void> {
+function submitClose(runtime: Runtime, hold: PendingHold, payment: PaymentRow, event: ReturnType<typeof eventRow>, now: Date, idempotencyAnswer?: IdempotencyAnswer): Promise<void> {
   const decimals = findAsset(hold.asset)!.decimals
   return runtime.ledger.submit({
     orgId: hold.orgId,
@@ -283,6 +338,7 @@ function submitClose(runtime: Runtime, hold: PendingHold, payment: PaymentRow, e
     holds: [holdRow(hold, 'released', now)],
     payments: [payment],
     events: [eventRow(hold.orgId, 'hold.released', { holdId: hold.id, accountId: hold.accountId, asset: hold.asset, amount: formatAmount(hold.amountMinor, decimals) }, now), event],
+    idempotencyAnswer,
     ...closedBy(runtime, hold, payment.id),
   })
 }
