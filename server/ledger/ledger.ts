@@ -102,6 +102,15 @@ export class Ledger {
     return this.writer.enqueue(op, deltas)
   }
 
+  /**
+   * Takes back an operation that is still waiting for the writer: its reservation is undone and
+   * nothing of it will be written. Answers false once the writer has taken it into a batch (its
+   * fate is then that batch's).
+   */
+  withdraw(op: LedgerOperation): boolean {
+    return this.writer.withdraw(op)
+  }
+
   /** Waits for every queued operation to commit or fail (shutdown, tests). */
   async drain(): Promise<void> {
     await this.writer.idle()

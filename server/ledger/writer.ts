@@ -53,6 +53,8 @@ export interface LedgerOperation {
 interface Queued {
   op: LedgerOperation
   deltas: Map<string, BalanceDelta>
+  /** Taken back before a batch took it: already undone, skipped by the writer. */
+  withdrawn: boolean
   resolve: () => void
   reject: (error: unknown) => void
 }
@@ -95,6 +97,13 @@ function lastStatePerId<Row extends { id: string }>(rows: Row[]): Row[] {
   return [...latest.values()]
 }
 
+/** The operation was withdrawn before it was written: nothing of it was applied. */
+export class OperationWithdrawn extends Error {
+  constructor() {
+    super('The operation was withdrawn before it was written')
+  }
+}
+
 /** The operation's Idempotency-Key is held by an earlier request: nothing of it was applied. */
 export class IdempotencyKeyTaken extends Error {
   constructor(
@@ -121,6 +130,8 @@ export class CommitFailedError extends ApiError {
  */
 export class GroupCommitWriter {
   private queue: Queued[] = []
+  /** Queued operations by identity, so one can be withdrawn without searching the queue. */
+  private readonly waiting = new Map<LedgerOperation, Queued>()
   private running = false
   private idleWaiters: Array<() => void> = []
   committedOperations = 0
@@ -135,9 +146,38 @@ export class GroupCommitWriter {
   /** Reserves in memory (already done by the caller) and resolves once the commit is durable. */
   enqueue(op: LedgerOperation, deltas: Map<string, BalanceDelta>): Promise<void> {
     return new Promise<void>((resolve, reject) => {
-      this.queue.push({ op, deltas, resolve, reject })
+      const item: Queued = { op, deltas, withdrawn: false, resolve, reject }
+      this.queue.push(item)
+      this.waiting.set(op, item)
       if (!this.running) void this.run()
     })
+  }
+
+  /** See `Ledger.withdraw`. */
+  withdraw(op: LedgerOperation): boolean {
+    const item = this.waiting.get(op)
+    if (item === undefined) return false
+    this.waiting.delete(op)
+    item.withdrawn = true
+    this.undo(item)
+    item.reject(new OperationWithdrawn())
+    return true
+  }
+
+  /** Takes the next batch off the queue; from here on its operations can no longer be withdrawn. */
+  private takeBatch(): Queued[] {
+    const batchMax = this.options.groupCommit ? this.options.batchMax : 1
+    const batch: Queued[] = []
+    let taken = 0
+    while (batch.length < batchMax && taken < this.queue.length) {
+      const item = this.queue[taken]!
+      taken += 1
+      if (item.withdrawn) continue
+      this.waiting.delete(item.op)
+      batch.push(item)
+    }
+    this.queue.splice(0, taken)
+    return batch
   }
 
   /** Resolves when nothing is queued or being written. */
@@ -147,14 +187,15 @@ export class GroupCommitWriter {
   }
 
   pendingCount(): number {
-    return this.queue.length
+    return this.waiting.size
   }
 
   private async run(): Promise<void> {
     this.running = true
     try {
       while (this.queue.length > 0) {
-        const batch = this.queue.splice(0, this.options.groupCommit ? this.options.batchMax : 1)
+        const batch = this.takeBatch()
+        if (batch.length === 0) continue
         const keyTaken: Queued[] = []
         try {
           await this.db.transaction((tx) => this.writeBatch(tx, batch, keyTaken))
@@ -298,7 +339,7 @@ export class GroupCommitWriter {
    */
   private assertCommitPoint(written: HotBalance[]): void {
     const pending = new Map<string, BalanceDelta>()
-    for (const item of this.queue) deltasOf(item.op.orgId, item.op.postings, 1n, pending)
+    for (const item of this.queue) if (!item.withdrawn) deltasOf(item.op.orgId, item.op.postings, 1n, pending)
     for (const row of written) {
       assert(row.total === row.available + row.held + row.inFlight, `balance ${row.accountId} ${row.asset} breaks total = available + held + inFlight`)
       if (row.kind === 'customer') assert(row.available >= 0n && row.held >= 0n && row.inFlight >= 0n, `balance ${row.accountId} went negative`)
@@ -366,7 +407,8 @@ export class GroupCommitWriter {
   }
 
   private async failUncommitted(batch: Queued[], error: unknown): Promise<void> {
-    const failed = batch.concat(this.queue.splice(0))
+    const failed = batch.concat(this.queue.splice(0).filter((item) => !item.withdrawn))
+    this.waiting.clear()
     console.error(`ledger: a commit of ${batch.length} operation(s) failed; failing ${failed.length} uncommitted operation(s)`, error)
     // Undo in reverse order of reservation, so each undo sees the state its reservation left.
     for (const item of [...failed].reverse()) this.undo(item)
@@ -392,7 +434,7 @@ export class GroupCommitWriter {
       return
     }
     const pending = new Map<string, BalanceDelta>()
-    for (const item of this.queue) deltasOf(item.op.orgId, item.op.postings, 1n, pending)
+    for (const item of this.queue) if (!item.withdrawn) deltasOf(item.op.orgId, item.op.postings, 1n, pending)
     for (const [key, delta] of touched) {
       const stored = rows.find((row) => balanceKey(row.orgId, row.accountId, row.asset) === key)
       const database: HotBalance = stored ?? { ...delta, available: 0n, held: 0n, inFlight: 0n, total: 0n }

@@ -387,6 +387,39 @@ describe('fail closed', () => {
   })
 })
 
+describe('fail closed while queued', () => {
+  test('an authorization still waiting for the writer when the budget runs out is withdrawn: only its decline is ever written', async () => {
+    configurePayments(app.kassa.runtime, { budgetMs: 100 })
+    const before = await fx.balance(payer)
+    const release = stallWriter()
+    let first: TestResponse
+    let second: TestResponse
+    try {
+      // The first is taken into a batch that stalls; the second waits in the queue behind it.
+      const firstAnswer = authorize('5')
+      await Bun.sleep(10)
+      second = await authorize('6')
+      first = await firstAnswer
+    } finally {
+      release()
+      configurePayments(app.kassa.runtime, { budgetMs: AUTHORIZATION_BUDGET_MS })
+    }
+    expect(first!.body).toMatchObject({ state: 'declined', failureCode: 'processing_timeout' })
+    expect(second!.body).toMatchObject({ state: 'declined', failureCode: 'processing_timeout', holdId: null })
+    for (let attempt = 0; attempt < 100; attempt++) {
+      await app.kassa.runtime.ledger.drain()
+      if (app.kassa.runtime.ledger.writer.pendingCount() === 0 && (await eventsOf(first!.body.id)).length === 2) break
+      await Bun.sleep(20)
+    }
+    expect(await eventsOf(second!.body.id)).toEqual(['payment.declined'])
+    const [movements] = await queryRows<{ count: string }>(app.kassa.runtime.db, sql`select count(*) as count from ledger_movements where reference = ${second!.body.id}`)
+    expect(Number(movements!.count)).toBe(0)
+    expect((await fx.call('GET', `/v1/payments/${second!.body.id}`)).body).toMatchObject({ state: 'declined', failureCode: 'processing_timeout', holdId: null })
+    expect(await fx.balance(payer)).toEqual(before)
+    await expectVerified(app)
+  })
+})
+
 describe('expiry', () => {
   test('an uncaptured authorization expires after 24 h on the organization clock', async () => {
     const payment = (await authorize('6')).body

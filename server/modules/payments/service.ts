@@ -198,6 +198,9 @@ export async function authorizePayment(runtime: Runtime, orgId: string, input: A
     console.error(`payments: authorization ${row.id} could not commit; declined`, outcome.error)
     return decline(runtime, { ...row, expiresAt: null, holdId: null }, 'processing_error', account.externalId, deadline, context)
   }
+  // Still waiting for the writer (the database is slow or down): taken back, it will never be
+  // written, and only the decline is recorded.
+  if (runtime.ledger.withdraw(submitted.operation)) return decline(runtime, { ...row, expiresAt: null, holdId: null }, 'processing_timeout', account.externalId, deadline, context)
   failClosed(runtime, submitted.hold, submitted.commit, row, account.externalId, context)
   return { kind: 'answer', payment: toPaymentView(declinedRow(row, 'processing_timeout')) }
 }
@@ -270,7 +273,8 @@ async function replayTakenKey(runtime: Runtime, orgId: string, context: Authoriz
 }
 
 /**
- * The answer was a decline, so this authorization must never be capturable. Its hold is marked
+ * The answer was a decline while the authorization was already being written, so it must never be
+ * capturable. Its hold is marked
  * closing at once (capture, void and the sweeper all refuse a closing hold). If the late write
  * lands, the hold is released, the payment recorded declined and its saved idempotent answer
  * rewritten, in one commit; if it fails, the writer has undone it and only the decline is recorded.
