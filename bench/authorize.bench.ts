@@ -49,7 +49,7 @@ async function inProcess(): Promise<InProcessFigure[]> {
   const opsHeaders = { authorization: `Bearer ${kassa.runtime.operatorToken}`, 'content-type': 'application/json' }
   const org = await kassa.app.handle(new Request('http://kassa.bench/ops/v1/orgs', { method: 'POST', headers: opsHeaders, body: JSON.stringify({ name: 'Mitata' }) })).then((response) => response.json() as Promise<any>)
   const key = org.keys.find((entry: { type: string }) => entry.type === 'test').key as string
-  await kassa.app.handle(new Request(`http://kassa.bench/ops/v1/orgs/${org.id}/limits`, { method: 'PATCH', headers: opsHeaders, body: JSON.stringify({ rateLimitPerMinute: 100_000_000 }) }))
+  await kassa.app.handle(new Request(`http://kassa.bench/ops/v1/orgs/${org.id}/limits`, { method: 'PATCH', headers: opsHeaders, body: JSON.stringify({ rateLimitPerMinute: 10_000_000 }) }))
   const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' }
   const account = await kassa.app.handle(new Request('http://kassa.bench/v1/accounts', { method: 'POST', headers, body: JSON.stringify({ externalId: 'mitata' }) })).then((response) => response.json() as Promise<any>)
   await kassa.app.handle(new Request(`http://kassa.bench/v1/sandbox/accounts/${account.id}/fund`, { method: 'POST', headers, body: JSON.stringify({ asset: 'USDC', amount: '1000000000' }) }))
@@ -103,6 +103,7 @@ interface LoadFigures {
   approved: number
   declined: number
   errors: number
+  errorKinds: Record<string, number>
   throughputPerSecond: number
   p50Ms: number
   p99Ms: number
@@ -134,22 +135,30 @@ class Recorder {
   approved = 0
   declined = 0
   errors = 0
+  /** What the errors were: HTTP status and error code, or the exception. */
+  errorKinds = new Map<string, number>()
   recording = false
 
   async record(started: number, response: Promise<Response>): Promise<void> {
     let state: string | undefined
+    let kind = ''
     try {
       const answer = await response
-      const body = (await answer.json()) as { state?: string }
+      const body = (await answer.json()) as { state?: string; error?: { code: string } }
       state = answer.status === 201 ? body.state : undefined
-    } catch {
+      kind = `${answer.status} ${body.error?.code ?? ''}`
+    } catch (error) {
       state = undefined
+      kind = String(error)
     }
     if (!this.recording) return
     this.latencies.push(performance.now() - started)
     if (state === 'authorized') this.approved += 1
     else if (state === 'declined') this.declined += 1
-    else this.errors += 1
+    else {
+      this.errors += 1
+      this.errorKinds.set(kind, (this.errorKinds.get(kind) ?? 0) + 1)
+    }
   }
 }
 
@@ -169,6 +178,7 @@ function summarize(mode: string, groupCommit: boolean, recorder: Recorder, elaps
     approved: recorder.approved,
     declined: recorder.declined,
     errors: recorder.errors,
+    errorKinds: Object.fromEntries(recorder.errorKinds),
     throughputPerSecond: Math.round((recorder.approved / elapsedMs) * 1000),
     p50Ms: round2(percentile(sorted, 0.5)),
     p99Ms: round2(percentile(sorted, 0.99)),
@@ -263,7 +273,7 @@ async function httpRuns(groupCommit: boolean): Promise<LoadFigures[]> {
     const figures: LoadFigures[] = []
     const print = (result: LoadFigures) => {
       console.log(
-        `${groupCommit ? 'group commit on ' : 'group commit off'} | ${result.mode.padEnd(32)} | ${String(result.throughputPerSecond).padStart(6)}/s approved | p50 ${result.p50Ms} ms | p99 ${result.p99Ms} ms | max ${result.maxMs} ms | >${BUDGET_MS} ms: ${result.overBudget} | declined ${result.declined} | errors ${result.errors} | ${result.operationsPerTransaction} ops/tx`,
+        `${groupCommit ? 'group commit on ' : 'group commit off'} | ${result.mode.padEnd(32)} | ${String(result.throughputPerSecond).padStart(6)}/s approved | p50 ${result.p50Ms} ms | p99 ${result.p99Ms} ms | max ${result.maxMs} ms | >${BUDGET_MS} ms: ${result.overBudget} | declined ${result.declined} | errors ${result.errors} | ${result.operationsPerTransaction} ops/tx${result.errors > 0 ? ` | ${JSON.stringify(result.errorKinds)}` : ''}`,
       )
       figures.push(result)
     }

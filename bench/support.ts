@@ -91,7 +91,7 @@ export interface BenchOrg {
 export async function createFundedOrg(base: string, name: string, accountCount: number, amount: string): Promise<BenchOrg> {
   const org = (await call(base, 'POST', '/ops/v1/orgs', OPERATOR_TOKEN, { name })).body
   const key = org.keys.find((entry: { type: string }) => entry.type === 'test').key as string
-  await call(base, 'PATCH', `/ops/v1/orgs/${org.id}/limits`, OPERATOR_TOKEN, { rateLimitPerMinute: 100_000_000 })
+  await call(base, 'PATCH', `/ops/v1/orgs/${org.id}/limits`, OPERATOR_TOKEN, { rateLimitPerMinute: 10_000_000 })
   const accounts: string[] = []
   for (let index = 0; index < accountCount; index++) {
     const id = (await call(base, 'POST', '/v1/accounts', key, { externalId: `${name}-${index}` })).body.id as string
