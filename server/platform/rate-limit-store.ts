@@ -18,7 +18,12 @@ export interface RateDecision {
  * matter how many instances share the store.
  */
 export interface RateLimiter {
-  hit(bucket: string, limit: number, nowMs: number): Promise<RateDecision>
+  hit(bucket: string, limit: number, nowMs: number, options?: HitOptions): Promise<RateDecision>
+}
+
+export interface HitOptions {
+  /** The request answers within a budget: wait at most this long for a shared counter. */
+  waitMs?: number
 }
 
 function decide(count: number, limit: number, windowStartMs: number, nowMs: number): RateDecision {
@@ -78,6 +83,43 @@ export class PostgresRateLimiter implements RateLimiter {
   }
 }
 
+/** After the shared counter kept a bounded request waiting too long, such requests are counted locally for this long. */
+export const SHARED_STORE_COOLDOWN_MS = 1_000
+
+/**
+ * The shared store, failing open for requests that cannot wait: a request that names `waitMs`
+ * (an authorization with its 500 ms budget) is counted in this instance's memory, with the same
+ * limit, when the database does not answer the counter in time (stalled or unreachable), as
+ * Envoy's and Stripe's limiters fail open; and for a cooldown after that, such requests skip the
+ * shared store so a dead database does not collect a queue of counter updates. Every other request
+ * waits for the shared counter as before, so counting stays exact across instances.
+ */
+export class FailOpenRateLimiter implements RateLimiter {
+  private readonly local = new MemoryRateLimiter()
+  private sharedUnavailableUntil = 0
+
+  constructor(
+    private readonly shared: RateLimiter,
+    private readonly cooldownMs = SHARED_STORE_COOLDOWN_MS,
+  ) {}
+
+  async hit(bucket: string, limit: number, nowMs: number, options: HitOptions = {}): Promise<RateDecision> {
+    const waitMs = options.waitMs
+    if (waitMs === undefined) return this.shared.hit(bucket, limit, nowMs)
+    if (performance.now() < this.sharedUnavailableUntil) return this.local.hit(bucket, limit, nowMs)
+    let timer: ReturnType<typeof setTimeout> | undefined
+    const late = new Promise<undefined>((resolve) => {
+      timer = setTimeout(() => resolve(undefined), waitMs)
+    })
+    const decision = await Promise.race([this.shared.hit(bucket, limit, nowMs).catch(() => undefined), late])
+    clearTimeout(timer)
+    if (decision !== undefined) return decision
+    this.sharedUnavailableUntil = performance.now() + this.cooldownMs
+    console.error(`rate limit: the shared counter did not answer within ${waitMs} ms; requests that cannot wait are counted in this instance for ${this.cooldownMs} ms`)
+    return this.local.hit(bucket, limit, nowMs)
+  }
+}
+
 export function createRateLimiter(kind: 'memory' | 'postgres', db: Database): RateLimiter {
-  return kind === 'postgres' ? new PostgresRateLimiter(db) : new MemoryRateLimiter()
+  return kind === 'postgres' ? new FailOpenRateLimiter(new PostgresRateLimiter(db)) : new MemoryRateLimiter()
 }
