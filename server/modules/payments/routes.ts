@@ -1,6 +1,7 @@
 import { Elysia, t } from 'elysia'
 import { IdParams } from '../../lib/params.ts'
 import type { AccessPlugin } from '../../platform/access.ts'
+import { arrivalOf } from '../../platform/arrival.ts'
 import { apiDoc } from '../../platform/openapi.ts'
 import type { Runtime } from '../../runtime.ts'
 import { AuthorizePaymentBody, CapturePaymentBody, ListPaymentsQuery, Payment, PaymentList } from './model.ts'
@@ -16,9 +17,9 @@ export function paymentsRoutes(runtime: Runtime, access: AccessPlugin) {
     .use(access)
     .post(
       '/payments/authorize',
-      async ({ body, principal, set }) => {
+      async ({ body, principal, set, request }) => {
         set.status = 201
-        return service.authorizePayment(runtime, principal.orgId, body)
+        return service.authorizePayment(runtime, principal.orgId, body, arrivalOf(request))
       },
       {
         access: 'secret',

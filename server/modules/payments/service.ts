@@ -130,9 +130,10 @@ async function withinBudget<T>(promise: Promise<T>, deadline: number): Promise<{
  * commit is not durable within the budget, the answer is a `processing_timeout` decline and the
  * hold is made uncapturable at once; when the late write lands it is released (see `failClosed`).
  */
-export async function authorizePayment(runtime: Runtime, orgId: string, input: AuthorizePaymentInput): Promise<PaymentView> {
+export async function authorizePayment(runtime: Runtime, orgId: string, input: AuthorizePaymentInput, receivedAt = performance.now()): Promise<PaymentView> {
   const state = stateOf(runtime)
-  const deadline = performance.now() + state.budgetMs
+  // The budget runs from the request's arrival: time spent before the handler counts against it.
+  const deadline = receivedAt + state.budgetMs
   const info = findAsset(input.asset)
   const amountMinor = info ? parseAmount(input.amount, info.decimals, 'amount') : (parseAmount(input.amount, UNKNOWN_ASSET_DECIMALS_MAX, 'amount'), null)
   const lookup = await withinBudget(runtime.ledger.accounts.require(orgId, input.accountId, 'accountId'), deadline)
