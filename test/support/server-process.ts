@@ -105,3 +105,14 @@ export function jsonClient(baseUrl: () => string, token: string) {
     return { status: response.status, body: parsed }
   }
 }
+
+/**
+ * Lets a load run until it has done `enough()` work and at least `minMs` have passed (at most
+ * `maxMs`), so a crash round kills the server in the middle of real work even on a slow machine
+ * or a slow embedded database.
+ */
+export async function loadUntil(enough: () => boolean, options: { minMs: number; maxMs: number }): Promise<void> {
+  const started = performance.now()
+  await Bun.sleep(options.minMs)
+  while (!enough() && performance.now() - started < options.maxMs) await Bun.sleep(10)
+}
