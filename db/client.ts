@@ -41,6 +41,9 @@ export async function openDatabase(options: DatabaseOptions): Promise<DatabaseHa
   return openPglite(options.embeddedPath)
 }
 
+/** Longest wait between attempts to reconnect to Postgres. */
+const RECONNECT_BACKOFF_MAX_S = 1
+
 function openPostgres(url: string, poolMax: number): DatabaseHandle {
   const client = postgres(url, {
     max: poolMax,
@@ -48,6 +51,9 @@ function openPostgres(url: string, poolMax: number): DatabaseHandle {
     // Money columns are numeric(38,0); keep them as exact strings so nothing passes through a float.
     types: { bigint: postgres.BigInt },
     connection: { application_name: 'kassa' },
+    // The driver's own curve (3^attempts / 100 s, jittered) but capped at 1 s instead of 20 s: after
+    // an outage the pool reconnects within a second of the database coming back.
+    backoff: (attempts: number) => (0.5 + Math.random() / 2) * Math.min(3 ** attempts / 100, RECONNECT_BACKOFF_MAX_S),
   })
   const db = drizzlePostgres(client, { schema }) as unknown as Database
   return {

@@ -13,6 +13,7 @@ import { orgsOpsRoutes } from './modules/orgs/routes.ts'
 import { sandboxRoutes } from './modules/sandbox/routes.ts'
 import { transfersRoutes } from './modules/transfers/routes.ts'
 import { accessPlugin, recordIdempotentFailure } from './platform/access.ts'
+import { arrivalPlugin } from './platform/arrival.ts'
 import { apiKeyAuthPlugin, operatorAuthPlugin } from './platform/auth.ts'
 import { jsonBodyPlugin } from './platform/body.ts'
 import { errorsPlugin } from './platform/errors.ts'
@@ -29,6 +30,7 @@ export function buildApp(runtime: Runtime) {
   runtime.stoppers.push(() => clearInterval(purge))
   const access = accessPlugin(idempotency)
   let app = new Elysia({ name: 'kassa', normalize: false })
+    .use(arrivalPlugin())
     .use(errorsPlugin({ onErrorResponse: (request, error, response) => recordIdempotentFailure(idempotency, request, error, response) }))
     .use(jsonBodyPlugin(runtime.config.bodyLimitBytes))
     .use(operatorAuthPlugin(runtime))

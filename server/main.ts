@@ -1,5 +1,9 @@
+import { installPostgresDriverPatch } from '../db/postgres-driver-patch.ts'
 import { ConfigError, loadConfig } from './config.ts'
-import { createApp } from './app.ts'
+
+// Before anything loads the postgres.js driver: it must be loaded with its crash guard.
+installPostgresDriverPatch()
+const { createApp } = await import('./app.ts')
 
 async function main(): Promise<void> {
   let config

@@ -24,21 +24,6 @@ export interface ErrorBodyValue {
 }
 
 const requestIds = new WeakMap<Request, string>()
-const receivedAt = new WeakMap<Request, number>()
-
-/**
- * When the request arrived (`performance.now()`), noted by the first hook that sees it. Time
- * budgets (the authorization's 500 ms) count from here, so time spent in authentication and rate
- * limiting is inside the budget, not before it.
- */
-export function receivedAtOf(request: Request): number {
-  let at = receivedAt.get(request)
-  if (at === undefined) {
-    at = performance.now()
-    receivedAt.set(request, at)
-  }
-  return at
-}
 
 export function requestIdOf(request: Request): string {
   let id = requestIds.get(request)
@@ -125,7 +110,6 @@ export type ErrorListener = (request: Request, error: ApiError, response: Respon
 export function errorsPlugin(options: { onErrorResponse?: ErrorListener } = {}) {
   return new Elysia({ name: 'kassa/errors' })
     .onRequest(({ request, set }) => {
-      receivedAtOf(request)
       set.headers['x-request-id'] = requestIdOf(request)
     })
     .onError({ as: 'global' }, async ({ code, error, request, set }) => {

@@ -18,7 +18,12 @@ export interface RateDecision {
  * matter how many instances share the store.
  */
 export interface RateLimiter {
-  hit(bucket: string, limit: number, nowMs: number): Promise<RateDecision>
+  hit(bucket: string, limit: number, nowMs: number, options?: HitOptions): Promise<RateDecision>
+}
+
+export interface HitOptions {
+  /** The request answers within a budget: wait at most this long for a shared counter. */
+  waitMs?: number
 }
 
 function decide(count: number, limit: number, windowStartMs: number, nowMs: number): RateDecision {
@@ -35,10 +40,6 @@ export class MemoryRateLimiter implements RateLimiter {
   private readonly windows = new Map<string, { windowStartMs: number; count: number }>()
 
   async hit(bucket: string, limit: number, nowMs: number): Promise<RateDecision> {
-    return this.hitNow(bucket, limit, nowMs)
-  }
-
-  hitNow(bucket: string, limit: number, nowMs: number): RateDecision {
     const windowStartMs = nowMs - (nowMs % RATE_WINDOW_MS)
     let entry = this.windows.get(bucket)
     if (entry === undefined || entry.windowStartMs !== windowStartMs) {
@@ -60,88 +61,41 @@ interface Waiting {
   limit: number
   nowMs: number
   windowStartMs: number
-  settled: boolean
   resolve(decision: RateDecision): void
-}
-
-export interface PostgresRateLimiterOptions {
-  /**
-   * How long a request waits for the shared counter before it is counted in this instance's memory
-   * instead. Keeps every request (and the authorization budget) bounded while Postgres is slow
-   * or unreachable.
-   */
-  answerWithinMs: number
-  /** At most this many requests are counted per statement. */
-  batchMax: number
+  reject(error: unknown): void
 }
 
 /**
  * Shared by every instance on one database. Requests that arrive while a count is in flight are
  * coalesced: one upsert adds n to each (bucket, window) and returns the new count C, and the n
- * waiters take the positions C-n+1 … C in arrival order. Positions are handed out by Postgres'
+ * waiters take the positions C-n+1 … C in arrival order. Positions are handed out under Postgres'
  * row lock, so they are unique across instances and exactly `limit` requests pass per window, at a
- * cost of one round trip per batch instead of one per request.
- *
- * If the shared counter does not answer in time (Postgres slow or down), the request is counted in
- * this instance's memory for the current window and the degradation is logged: each instance then
- * admits up to the limit on its own until the database answers again. A waiter already answered
- * from memory is not counted again in Postgres.
+ * cost of one round trip per batch instead of one per request. (Requests that cannot wait for a
+ * slow database go through `FailOpenRateLimiter`.)
  */
 export class PostgresRateLimiter implements RateLimiter {
   private queue: Waiting[] = []
   private flushing = false
-  /** When the statement now in flight was sent (`performance.now()`). */
-  private flushSentAt = 0
   private lastPurgeWindow = 0
-  private readonly fallback = new MemoryRateLimiter()
-  private fallbackLoggedAtMs = 0
 
   constructor(
     private readonly db: Database,
-    private readonly options: PostgresRateLimiterOptions = { answerWithinMs: 250, batchMax: 1000 },
+    /** At most this many requests are counted per statement. */
+    private readonly batchMax = 1000,
   ) {}
 
   hit(bucket: string, limit: number, nowMs: number): Promise<RateDecision> {
     const windowStartMs = nowMs - (nowMs % RATE_WINDOW_MS)
-    if (this.flushing && performance.now() - this.flushSentAt > this.options.answerWithinMs) {
-      // The counter is already known to be stuck: do not make this request wait to find out again.
-      return Promise.resolve(this.countInMemory(bucket, limit, nowMs, 'the shared counter has not answered for a while'))
-    }
-    return new Promise<RateDecision>((resolve) => {
-      const waiting: Waiting = { bucket, limit, nowMs, windowStartMs, settled: false, resolve }
-      const timer = setTimeout(() => this.answerFromMemory(waiting, 'the shared counter did not answer in time'), this.options.answerWithinMs)
-      waiting.resolve = (decision) => {
-        clearTimeout(timer)
-        resolve(decision)
-      }
-      this.queue.push(waiting)
+    return new Promise<RateDecision>((resolve, reject) => {
+      this.queue.push({ bucket, limit, nowMs, windowStartMs, resolve, reject })
       if (!this.flushing) void this.flush()
     })
-  }
-
-  private answerFromMemory(waiting: Waiting, reason: string): void {
-    if (waiting.settled) return
-    waiting.settled = true
-    waiting.resolve(this.countInMemory(waiting.bucket, waiting.limit, waiting.nowMs, reason))
-  }
-
-  private countInMemory(bucket: string, limit: number, nowMs: number, reason: string): RateDecision {
-    if (nowMs - this.fallbackLoggedAtMs > 10_000) {
-      this.fallbackLoggedAtMs = nowMs
-      console.error(`rate limit: ${reason}; counting in this instance's memory until Postgres answers again`)
-    }
-    return this.fallback.hitNow(bucket, limit, nowMs)
   }
 
   private async flush(): Promise<void> {
     this.flushing = true
     try {
-      while (this.queue.length > 0) {
-        const batch = this.queue.splice(0, this.options.batchMax).filter((waiting) => !waiting.settled)
-        if (batch.length === 0) continue
-        this.flushSentAt = performance.now()
-        await this.count(batch)
-      }
+      while (this.queue.length > 0) await this.count(this.queue.splice(0, this.batchMax))
     } finally {
       this.flushing = false
     }
@@ -166,17 +120,13 @@ export class PostgresRateLimiter implements RateLimiter {
         })
         .returning({ bucket: rateLimitCounters.bucket, windowStartMs: rateLimitCounters.windowStartMs, count: rateLimitCounters.count })
     } catch (error) {
-      for (const waiting of batch) this.answerFromMemory(waiting, `the shared counter failed (${(error as Error).message})`)
+      for (const waiting of batch) waiting.reject(error)
       return
     }
     for (const row of rows) {
       const group = groups.get(`${row.windowStartMs}|${row.bucket}`)!
       const first = row.count - group.length + 1
-      group.forEach((waiting, index) => {
-        if (waiting.settled) return
-        waiting.settled = true
-        waiting.resolve(decide(first + index, waiting.limit, waiting.windowStartMs, waiting.nowMs))
-      })
+      group.forEach((waiting, index) => waiting.resolve(decide(first + index, waiting.limit, waiting.windowStartMs, waiting.nowMs)))
     }
     this.purgeOldWindows(batch[0]!.windowStartMs)
   }
@@ -191,6 +141,43 @@ export class PostgresRateLimiter implements RateLimiter {
   }
 }
 
+/** After the shared counter kept a bounded request waiting too long, such requests are counted locally for this long. */
+export const SHARED_STORE_COOLDOWN_MS = 1_000
+
+/**
+ * The shared store, failing open for requests that cannot wait: a request that names `waitMs`
+ * (an authorization with its 500 ms budget) is counted in this instance's memory, with the same
+ * limit, when the database does not answer the counter in time (stalled or unreachable), as
+ * Envoy's and Stripe's limiters fail open; and for a cooldown after that, such requests skip the
+ * shared store so a dead database does not collect a queue of counter updates. Every other request
+ * waits for the shared counter as before, so counting stays exact across instances.
+ */
+export class FailOpenRateLimiter implements RateLimiter {
+  private readonly local = new MemoryRateLimiter()
+  private sharedUnavailableUntil = 0
+
+  constructor(
+    private readonly shared: RateLimiter,
+    private readonly cooldownMs = SHARED_STORE_COOLDOWN_MS,
+  ) {}
+
+  async hit(bucket: string, limit: number, nowMs: number, options: HitOptions = {}): Promise<RateDecision> {
+    const waitMs = options.waitMs
+    if (waitMs === undefined) return this.shared.hit(bucket, limit, nowMs)
+    if (performance.now() < this.sharedUnavailableUntil) return this.local.hit(bucket, limit, nowMs)
+    let timer: ReturnType<typeof setTimeout> | undefined
+    const late = new Promise<undefined>((resolve) => {
+      timer = setTimeout(() => resolve(undefined), waitMs)
+    })
+    const decision = await Promise.race([this.shared.hit(bucket, limit, nowMs).catch(() => undefined), late])
+    clearTimeout(timer)
+    if (decision !== undefined) return decision
+    this.sharedUnavailableUntil = performance.now() + this.cooldownMs
+    console.error(`rate limit: the shared counter did not answer within ${waitMs} ms; requests that cannot wait are counted in this instance for ${this.cooldownMs} ms`)
+    return this.local.hit(bucket, limit, nowMs)
+  }
+}
+
 export function createRateLimiter(kind: 'memory' | 'postgres', db: Database): RateLimiter {
-  return kind === 'postgres' ? new PostgresRateLimiter(db) : new MemoryRateLimiter()
+  return kind === 'postgres' ? new FailOpenRateLimiter(new PostgresRateLimiter(db)) : new MemoryRateLimiter()
 }

@@ -3,62 +3,30 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createTestDatabase, onPostgres, type TestDatabase } from '../support/db.ts'
+import { jsonClient, loadUntil, startServerProcess, type ServerProcess } from '../support/server-process.ts'
 
 const OPERATOR_TOKEN = 'crash-test-operator-token-0123456789abcdef'
 const ROUNDS = 3
 const WORKERS = 8
 const LOAD_BEFORE_KILL_MS = 500
+/** Each round kills the server only after this many new transfers were answered (or 20 s passed). */
+const ANSWERS_PER_ROUND_MIN = 15
 
 let database: TestDatabase | undefined
 let dataDir: string | undefined
-let server: Bun.Subprocess | undefined
+let server: ServerProcess | undefined
 
 afterAll(async () => {
-  server?.kill(9)
+  await server?.kill9()
   await database?.drop()
   if (dataDir) rmSync(dataDir, { recursive: true, force: true })
 })
 
-/** Starts the real server (`bun server/main.ts`) and answers its base URL once it listens. */
-async function startServer(env: Record<string, string>): Promise<string> {
-  const child = Bun.spawn(['./node_modules/.bin/bun', 'server/main.ts'], {
-    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', OPERATOR_TOKEN, ...env },
-    stdout: 'pipe',
-    stderr: 'inherit',
-  })
-  server = child
-  const reader = child.stdout.getReader()
-  let output = ''
-  const deadline = Date.now() + 30_000
-  while (Date.now() < deadline) {
-    const { value, done } = await reader.read()
-    if (done) break
-    output += new TextDecoder().decode(value)
-    const match = /listening on (http:\/\/[\d.]+:\d+)/.exec(output)
-    if (match) {
-      reader.releaseLock()
-      // Keep draining stdout so the child never blocks on a full pipe.
-      void child.stdout.pipeTo(new WritableStream())
-      return match[1]!
-    }
-  }
-  throw new Error(`server did not start: ${output}`)
-}
-
-async function send(base: string, method: string, path: string, key: string, body?: unknown): Promise<{ status: number; body: any }> {
-  const response = await fetch(`${base}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  })
-  return { status: response.status, body: await response.json() }
-}
-
-async function allTransfers(base: string, key: string): Promise<Array<{ description: string; destinationAccountId: string; netAmount: string }>> {
+async function allTransfers(send: ReturnType<typeof jsonClient>): Promise<Array<{ description: string; destinationAccountId: string; netAmount: string }>> {
   const transfers: Array<{ id: string; description: string; destinationAccountId: string; netAmount: string }> = []
   let after: string | undefined
   for (;;) {
-    const page = await send(base, 'GET', `/v1/transfers?limit=200${after ? `&after=${after}` : ''}`, key)
+    const page = await send('GET', `/v1/transfers?limit=200${after ? `&after=${after}` : ''}`)
     transfers.push(...page.body.transfers)
     if (!page.body.hasMore) return transfers
     after = transfers.at(-1)!.id
@@ -76,14 +44,18 @@ test(`transfers acknowledged before kill -9 survive restarts and refused ones ne
     dataDir = mkdtempSync(join(tmpdir(), 'kassa-crash-'))
     env.DATA_DIR = dataDir
   }
-  let base = await startServer(env)
-  const org = await fetch(`${base}/ops/v1/orgs`, { method: 'POST', headers: { authorization: `Bearer ${OPERATOR_TOKEN}`, 'content-type': 'application/json' }, body: JSON.stringify({ name: 'Crash' }) }).then((response) => response.json() as Promise<any>)
+  env.OPERATOR_TOKEN = OPERATOR_TOKEN
+  server = await startServerProcess(env)
+  const base = () => server!.baseUrl
+  const ops = jsonClient(base, OPERATOR_TOKEN)
+  const org = (await ops('POST', '/ops/v1/orgs', { name: 'Crash' })).body
   const key = org.keys.find((entry: { type: string }) => entry.type === 'test').key as string
-  await fetch(`${base}/ops/v1/orgs/${org.id}/limits`, { method: 'PATCH', headers: { authorization: `Bearer ${OPERATOR_TOKEN}`, 'content-type': 'application/json' }, body: JSON.stringify({ rateLimitPerMinute: 10_000_000 }) })
-  const rich = (await send(base, 'POST', '/v1/accounts', key, { externalId: 'rich' })).body.id
-  const poor = (await send(base, 'POST', '/v1/accounts', key, { externalId: 'poor' })).body.id
-  const sink = (await send(base, 'POST', '/v1/accounts', key, { externalId: 'sink' })).body.id
-  expect((await send(base, 'POST', `/v1/sandbox/accounts/${rich}/fund`, key, { asset: 'USDC', amount: '1000000' })).status).toBe(201)
+  await ops('PATCH', `/ops/v1/orgs/${org.id}/limits`, { rateLimitPerMinute: 10_000_000 })
+  const send = jsonClient(base, key)
+  const rich = (await send('POST', '/v1/accounts', { externalId: 'rich' })).body.id
+  const poor = (await send('POST', '/v1/accounts', { externalId: 'poor' })).body.id
+  const sink = (await send('POST', '/v1/accounts', { externalId: 'sink' })).body.id
+  expect((await send('POST', `/v1/sandbox/accounts/${rich}/fund`, { asset: 'USDC', amount: '1000000' })).status).toBe(201)
 
   const acknowledged = new Set<string>()
   const refused = new Set<string>()
@@ -96,7 +68,7 @@ test(`transfers acknowledged before kill -9 survive restarts and refused ones ne
         // Every fourth transfer comes from an empty account: a definite refusal that must never appear.
         const source = sequence % 4 === 0 ? poor : rich
         try {
-          const response = await send(base, 'POST', '/v1/transfers', key, { sourceAccountId: source, destinationAccountId: sink, asset: 'USDC', amount: '1', description })
+          const response = await send('POST', '/v1/transfers', { sourceAccountId: source, destinationAccountId: sink, asset: 'USDC', amount: '1', description })
           if (response.status === 201) acknowledged.add(description)
           else if (response.status === 422) refused.add(description)
         } catch {
@@ -104,21 +76,21 @@ test(`transfers acknowledged before kill -9 survive restarts and refused ones ne
         }
       }
     }
+    const answeredBefore = acknowledged.size + refused.size
     const load = Array.from({ length: WORKERS }, worker)
-    await Bun.sleep(LOAD_BEFORE_KILL_MS)
-    server!.kill(9)
-    await server!.exited
+    await loadUntil(() => acknowledged.size + refused.size >= answeredBefore + ANSWERS_PER_ROUND_MIN, { minMs: LOAD_BEFORE_KILL_MS, maxMs: 20_000 })
+    await server.kill9()
     killed = true
     await Promise.all(load)
-    base = await startServer(env)
-    const present = await allTransfers(base, key)
+    server = await startServerProcess(env)
+    const present = await allTransfers(send)
     const descriptions = new Set(present.map((transfer) => transfer.description))
     expect([...acknowledged].filter((description) => !descriptions.has(description))).toEqual([])
     expect([...refused].filter((description) => descriptions.has(description))).toEqual([])
     const received = present.reduce((sum, transfer) => sum + minor(transfer.netAmount), 0n)
-    const balances = await send(base, 'GET', `/v1/accounts/${sink}/balances`, key)
+    const balances = await send('GET', `/v1/accounts/${sink}/balances`)
     expect(minor(balances.body.balances.find((entry: { asset: string }) => entry.asset === 'USDC').available)).toBe(received)
-    const report = (await fetch(`${base}/ops/v1/ledger/verify`, { headers: { authorization: `Bearer ${OPERATOR_TOKEN}` } }).then((response) => response.json())) as any
+    const report = (await ops('GET', '/ops/v1/ledger/verify')).body
     expect(report.problems).toEqual([])
     expect(report.ok).toBe(true)
   }

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { rateLimitCounters } from '../../db/schema/index.ts'
-import { MemoryRateLimiter, PostgresRateLimiter, RATE_WINDOW_MS, type RateLimiter } from '../../server/platform/rate-limit-store.ts'
+import { FailOpenRateLimiter, MemoryRateLimiter, PostgresRateLimiter, RATE_WINDOW_MS, type RateLimiter } from '../../server/platform/rate-limit-store.ts'
 import { startTestApp, type TestApp, type TestOrg, type TestResponse } from '../support/app.ts'
 
 /**
@@ -232,7 +232,7 @@ describe('the shared counter', () => {
     expect(decisions.slice(60).map((decision) => decision.remaining).sort((a, b) => a - b)).toEqual([15, 16, 17, 18, 19])
   })
 
-  test('when the database does not answer in time, requests are counted in memory instead of waiting', async () => {
+  test('a request that cannot wait is counted in memory when the database does not answer in time', async () => {
     const db = app.kassa.runtime.db
     const bucket = `test:${Math.random().toString(36).slice(2)}`
     const nowMs = WINDOW_START_MS + 5_000
@@ -248,15 +248,15 @@ describe('the shared counter', () => {
       await gate
     })
     await isLocked
-    const store = new PostgresRateLimiter(db, { answerWithinMs: 50, batchMax: 1000 })
+    const store = new FailOpenRateLimiter(new PostgresRateLimiter(db))
     try {
       const started = performance.now()
-      const first = await Promise.all(Array.from({ length: 3 }, () => store.hit(bucket, 4, nowMs)))
+      const first = await Promise.all(Array.from({ length: 3 }, () => store.hit(bucket, 4, nowMs, { waitMs: 50 })))
       expect(performance.now() - started).toBeLessThan(5_000)
       expect(first.map((decision) => decision.allowed)).toEqual([true, true, true])
       // Once the counter is known to be stuck, later requests do not wait for it at all; the
       // memory count carries on within the same window and still refuses past the limit.
-      const later = await Promise.all(Array.from({ length: 3 }, () => store.hit(bucket, 4, nowMs)))
+      const later = await Promise.all(Array.from({ length: 3 }, () => store.hit(bucket, 4, nowMs, { waitMs: 50 })))
       expect(later.map((decision) => decision.allowed)).toEqual([true, false, false])
     } finally {
       openGate()

@@ -2,7 +2,7 @@ import { Elysia, t } from 'elysia'
 import { IdParams } from '../../lib/params.ts'
 import { ApiError } from '../../lib/errors.ts'
 import { replayResponse, type AccessPlugin } from '../../platform/access.ts'
-import { receivedAtOf } from '../../platform/errors.ts'
+import { arrivalOf } from '../../platform/arrival.ts'
 import { idempotencyKeyOf, requestHashOf, type IdempotencyStore, type InlineIdempotency } from '../../platform/idempotency.ts'
 import { apiDoc } from '../../platform/openapi.ts'
 import type { Runtime } from '../../runtime.ts'
@@ -31,7 +31,7 @@ export function paymentsRoutes(runtime: Runtime, access: AccessPlugin, records: 
           idempotency = { orgId: principal.orgId, key, method: request.method, path, requestHash: requestHashOf(request.method, path, body), requestBody: body }
         }
         try {
-          const answer = await service.authorizePayment(runtime, principal.orgId, body, { receivedAt: receivedAtOf(request), idempotency, records })
+          const answer = await service.authorizePayment(runtime, principal.orgId, body, { receivedAt: arrivalOf(request), idempotency, records })
           if (answer.kind === 'replay') return replayResponse(answer.status, answer.body, set.headers)
           set.status = 201
           return answer.payment

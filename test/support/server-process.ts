@@ -1,0 +1,118 @@
+import { join, resolve } from 'node:path'
+import type { Subprocess } from 'bun'
+
+const REPO_ROOT = resolve(import.meta.dir, '../..')
+const BUN = join(REPO_ROOT, 'node_modules/.bin/bun')
+const START_TIMEOUT_MS = 30_000
+
+/** A real `bun server/main.ts` child process and the base URL it listens on. */
+export interface ServerProcess {
+  child: Subprocess<'ignore', 'pipe', 'pipe'>
+  baseUrl: string
+  /** Everything the process printed so far (stdout and stderr), for failure messages. */
+  output(): string
+  /** `kill -9`: no shutdown hook runs, nothing is flushed. */
+  kill9(): Promise<void>
+  /** SIGTERM and a clean shutdown, SIGKILL if it takes longer than a few seconds. */
+  stop(): Promise<void>
+}
+
+/**
+ * Starts the real server (`bun server/main.ts`) on a free loopback port with `env` on top of this
+ * process's environment, and resolves once it prints where it listens. stdout and stderr are
+ * drained for the whole life of the child, so it never blocks on a full pipe.
+ */
+export async function startServerProcess(env: Record<string, string>): Promise<ServerProcess> {
+  const child = Bun.spawn([BUN, 'server/main.ts'], {
+    cwd: REPO_ROOT,
+    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', ...env },
+    stdin: 'ignore',
+    stdout: 'pipe',
+    stderr: 'pipe',
+  })
+  const chunks: string[] = []
+  const output = () => chunks.join('')
+  void (async () => {
+    const decoder = new TextDecoder()
+    for await (const chunk of child.stderr) chunks.push(decoder.decode(chunk))
+  })()
+  const listening = (async () => {
+    const decoder = new TextDecoder()
+    let text = ''
+    for await (const chunk of child.stdout) {
+      const piece = decoder.decode(chunk)
+      chunks.push(piece)
+      text += piece
+      const match = /listening on (http:\/\/[\d.]+:\d+)/.exec(text)
+      if (match) {
+        // Keep draining stdout after the start line.
+        void (async () => {
+          for await (const rest of child.stdout) chunks.push(decoder.decode(rest))
+        })().catch(() => {})
+        return match[1]!
+      }
+    }
+    throw new Error(`the server exited before listening:\n${output()}`)
+  })()
+  let timer: ReturnType<typeof setTimeout> | undefined
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`the server did not start within ${START_TIMEOUT_MS} ms:\n${output()}`)), START_TIMEOUT_MS)
+  })
+  let baseUrl: string
+  try {
+    baseUrl = await Promise.race([listening, timeout])
+  } catch (error) {
+    child.kill(9)
+    throw error
+  } finally {
+    clearTimeout(timer)
+  }
+  return {
+    child,
+    baseUrl,
+    output,
+    async kill9() {
+      child.kill(9)
+      await child.exited
+    },
+    async stop() {
+      if (child.exitCode !== null || child.signalCode !== null) return
+      child.kill('SIGTERM')
+      const exited = await Promise.race([child.exited.then(() => true), Bun.sleep(5_000).then(() => false)])
+      if (!exited) {
+        child.kill('SIGKILL')
+        await child.exited
+      }
+    },
+  }
+}
+
+/** A JSON client for one server and one bearer token (an API key or the operator token). */
+export function jsonClient(baseUrl: () => string, token: string) {
+  return async function send(method: string, path: string, body?: unknown): Promise<{ status: number; body: any }> {
+    const response = await fetch(`${baseUrl()}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    })
+    const text = await response.text()
+    let parsed: unknown = text
+    try {
+      parsed = text === '' ? undefined : JSON.parse(text)
+    } catch {
+      // Not JSON; the raw text is the body.
+    }
+    return { status: response.status, body: parsed }
+  }
+}
+
+/**
+ * Lets a load run until it has done `enough()` work and at least `minMs` have passed (at most
+ * `maxMs`), so a crash round kills the server in the middle of real work even on a slow machine
+ * or a slow embedded database.
+ */
+export async function loadUntil(enough: () => boolean, options: { minMs: number; maxMs: number }): Promise<void> {
+  const started = performance.now()
+  await Bun.sleep(options.minMs)
+  while (!enough() && performance.now() - started < options.maxMs) await Bun.sleep(10)
+}
