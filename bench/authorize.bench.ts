@@ -8,12 +8,14 @@
  *    - closed loop: many keep-alive connections as fast as they go (throughput, p50, p99, max);
  *    - open loop at fixed offered rates, latency measured from the scheduled send time so a slow
  *      answer cannot hide the requests queued behind it (no coordinated omission);
- *    both with group commit on and off (one transaction per request), and the ratio.
+ *    both with group commit on and off (one transaction per request), and the ratio;
+ *    and 1000/s offered while a TCP proxy between the server and Postgres cuts the database off.
  * Writes JSON and markdown to bench/results/.
  *
  * Settings: BENCH_DURATION_MS (per run, default 8000), BENCH_CONNECTIONS (closed loop, default 128),
  * BENCH_RATES (open-loop offered rates, default "1000,5000,10000"), BENCH_ORGS (default 8),
- * BENCH_ACCOUNTS (per org, default 32), BENCH_SKIP_OFF=1 to skip the one-transaction-per-request run.
+ * BENCH_ACCOUNTS (per org, default 32), BENCH_SKIP_OFF=1 to skip the one-transaction-per-request run,
+ * BENCH_SKIP_OUTAGE=1 to skip the database-cut-off run.
  */
 import { createHmac } from 'node:crypto'
 import { TypeCompiler } from '@sinclair/typebox/compiler'
@@ -24,6 +26,7 @@ import { HotBalances, deltasOf, type Posting } from '../server/ledger/hot-balanc
 import { parseAmount } from '../server/lib/money.ts'
 import { AuthorizePaymentBody } from '../server/modules/payments/model.ts'
 import { EMBEDDED_IN_MEMORY, openDatabase } from '../db/client.ts'
+import { TcpProxy } from '../test/support/tcp-proxy.ts'
 import { OPERATOR_TOKEN, call, createBenchDatabase, createFundedOrg, percentile, round2, startServer, writeResults, type BenchOrg } from './support.ts'
 
 const DURATION_MS = Number(process.env.BENCH_DURATION_MS ?? 8000)
@@ -288,9 +291,79 @@ async function httpRuns(groupCommit: boolean): Promise<LoadFigures[]> {
   }
 }
 
+interface OutagePhase {
+  phase: string
+  answered: number
+  approved: number
+  declined: number
+  errors: number
+  p99Ms: number
+  maxMs: number
+  overBudget: number
+}
+
+/**
+ * The budget while the database is unreachable: 1000/s offered through a TCP proxy between the
+ * server and Postgres, which forwards, then stalls (no bytes either way), then refuses connections,
+ * then forwards again. Latency counts from each request's due time.
+ */
+async function outageRun(): Promise<OutagePhase[]> {
+  const rate = 1000
+  const phaseMs = 3000
+  const database = await createBenchDatabase('authorize_outage')
+  const proxy = await TcpProxy.start('127.0.0.1', Number(new URL(database.url).port || 5432))
+  const server = await startServer({ DATABASE_URL: proxy.rewrite(database.url), RATE_LIMIT_STORE: 'postgres' })
+  try {
+    const targets = targetsOf([await createFundedOrg(server.base, 'outage', 16, '10000000')])
+    const phases: Array<[string, () => Promise<void>]> = [
+      ['database reachable', () => proxy.setMode('forwarding')],
+      ['database stalled (no bytes either way)', () => proxy.setMode('stalled')],
+      ['database refusing connections', () => proxy.setMode('closed')],
+      ['database back', () => proxy.setMode('forwarding')],
+    ]
+    const figures: OutagePhase[] = []
+    for (const [phase, enter] of phases) {
+      await enter()
+      const recorder = new Recorder()
+      recorder.recording = true
+      const outstanding: Promise<void>[] = []
+      const startedAt = performance.now()
+      let scheduled = 0
+      while (performance.now() - startedAt < phaseMs) {
+        const due = Math.floor(((performance.now() - startedAt) * rate) / 1000)
+        while (scheduled < due) {
+          outstanding.push(recorder.record(startedAt + (scheduled * 1000) / rate, authorize(server.base, targets[scheduled % targets.length]!)))
+          scheduled += 1
+        }
+        await Bun.sleep(1)
+      }
+      await Promise.all(outstanding)
+      const sorted = recorder.latencies.sort((a, b) => a - b)
+      const figure = {
+        phase,
+        answered: sorted.length,
+        approved: recorder.approved,
+        declined: recorder.declined,
+        errors: recorder.errors,
+        p99Ms: round2(percentile(sorted, 0.99)),
+        maxMs: round2(sorted.at(-1) ?? 0),
+        overBudget: sorted.filter((latency) => latency > BUDGET_MS).length,
+      }
+      console.log(`outage | ${phase.padEnd(40)} | approved ${figure.approved} | declined ${figure.declined} | errors ${figure.errors} | p99 ${figure.p99Ms} ms | max ${figure.maxMs} ms | >${BUDGET_MS} ms: ${figure.overBudget}`)
+      figures.push(figure)
+    }
+    return figures
+  } finally {
+    await server.stop()
+    await proxy.close()
+    await database.drop()
+  }
+}
+
 const inProcessFigures = await inProcess()
 const on = await httpRuns(true)
 const off = SKIP_OFF ? [] : await httpRuns(false)
+const outage = process.env.BENCH_SKIP_OUTAGE === '1' ? [] : await outageRun()
 const closedOn = on[0]!
 const closedOff = off[0]
 const ratio = closedOff && closedOff.throughputPerSecond > 0 ? round2(closedOn.throughputPerSecond / closedOff.throughputPerSecond) : null
@@ -314,7 +387,13 @@ const markdown = [
   '',
   ratio === null ? '' : `Closed-loop throughput, group commit on / one transaction per request: **${ratio}x**.`,
   '',
+  '## Database cut off (1000/s offered through a TCP proxy, 3 s per phase)',
+  '',
+  '| phase | approved | declined | errors | p99 ms | max ms | answers > 500 ms |',
+  '|---|---|---|---|---|---|---|',
+  ...outage.map((figure) => `| ${figure.phase} | ${figure.approved} | ${figure.declined} | ${figure.errors} | ${figure.p99Ms} | ${figure.maxMs} | ${figure.overBudget} |`),
+  '',
 ].join('\n')
 console.log(`\n${markdown}`)
-const path = writeResults('authorize', { at: new Date().toISOString(), inProcess: inProcessFigures, http: { groupCommitOn: on, groupCommitOff: off, ratio } }, markdown)
+const path = writeResults('authorize', { at: new Date().toISOString(), inProcess: inProcessFigures, http: { groupCommitOn: on, groupCommitOff: off, ratio }, outage }, markdown)
 console.log(`results written to ${path}`)
