@@ -2,7 +2,10 @@ import { Elysia } from 'elysia'
 import type { Config } from './config.ts'
 import { ledgerOpsRoutes } from './ledger/ops-routes.ts'
 import { accountsRoutes } from './modules/accounts/routes.ts'
+import { allowlistRoutes } from './modules/allowlist/routes.ts'
+import { startAllowlistActivation } from './modules/allowlist/service.ts'
 import { assetsRoutes } from './modules/assets/routes.ts'
+import { startChain } from './modules/chain/service.ts'
 import { balancesRoutes, sandboxFundingRoutes } from './modules/balances/routes.ts'
 import { holdsRoutes } from './modules/holds/routes.ts'
 import { paymentsRoutes } from './modules/payments/routes.ts'
@@ -44,10 +47,13 @@ export function buildApp(runtime: Runtime) {
     .use(transfersRoutes(runtime, access))
     .use(quotesRoutes(runtime, access))
     .use(paymentsRoutes(runtime, access))
+    .use(allowlistRoutes(runtime, access))
   if (runtime.config.serviceEnv === 'sandbox') {
     app = app.use(sandboxRoutes(runtime, access)).use(sandboxFundingRoutes(runtime, access)) as unknown as typeof app
   }
   startHoldExpiry(runtime)
+  startAllowlistActivation(runtime)
+  startChain(runtime)
   return app
 }
 
