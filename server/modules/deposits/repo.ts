@@ -112,8 +112,10 @@ export async function findArrival(executor: Executor, id: string): Promise<Arriv
   return row
 }
 
-export async function insertArrival(executor: Executor, row: typeof chainArrivals.$inferInsert): Promise<void> {
-  await executor.insert(chainArrivals).values(row)
+/** False when the same observation (network, txHash, address) is already recorded. */
+export async function insertArrival(executor: Executor, row: typeof chainArrivals.$inferInsert): Promise<boolean> {
+  const inserted = await executor.insert(chainArrivals).values(row).onConflictDoNothing().returning({ id: chainArrivals.id })
+  return inserted.length > 0
 }
 
 export async function confirmingArrivals(executor: Executor, finalBy: Date, limit: number): Promise<ArrivalRecord[]> {

@@ -1,6 +1,9 @@
 import { eventRow } from '../../ledger/events.ts'
 import { SYSTEM_ACCOUNTS, type Posting } from '../../ledger/hot-balances.ts'
-import type { ChainArrivalRow, DepositRow, EventRow } from '../../ledger/writer.ts'
+import { and, eq } from 'drizzle-orm'
+import type { Transaction } from '../../../db/client.ts'
+import { chainArrivals, deposits as depositsTable } from '../../../db/schema/index.ts'
+import type { ChainArrivalRow, DepositRow, EventRow, GuardedWrite } from '../../ledger/writer.ts'
 import { ApiError, invalid, notFound } from '../../lib/errors.ts'
 import { newId } from '../../lib/ids.ts'
 import { formatAmount, parseAmount } from '../../lib/money.ts'
@@ -41,6 +44,42 @@ function serialized<T>(runtime: Runtime, work: () => Promise<T>): Promise<T> {
 }
 
 const iso = (value: Date | null | undefined) => (value ? value.toISOString() : null)
+
+/**
+ * A condition checked inside the commit that moves the money (see `LedgerOperation.guardedWrites`):
+ * the write touches its row only if the row is still in the expected state, so two instances
+ * sweeping the same arrival, or resolving the same suspense item, move its money once.
+ */
+function guard(write: (tx: Transaction) => Promise<unknown[]>, refusal: () => ApiError): GuardedWrite {
+  return { write: async (tx) => (await write(tx)).length > 0, refusal }
+}
+
+/** The arrival is recorded by the commit that credits it, unless another instance recorded it first. */
+function firstObservation(row: ChainArrivalRow): GuardedWrite {
+  return guard(
+    (tx) => tx.insert(chainArrivals).values(row).onConflictDoNothing().returning({ id: chainArrivals.id }),
+    () => new ApiError('conflict', `Transaction ${row.txHash} to ${row.address} was observed by another request`, { field: 'txHash' }),
+  )
+}
+
+function arrivalStillIn(arrivalId: string, state: 'confirming' | 'final', disposition: ArrivalRecord['disposition'], set: Partial<ArrivalRecord>): GuardedWrite {
+  return guard(
+    (tx) =>
+      tx
+        .update(chainArrivals)
+        .set(set)
+        .where(and(eq(chainArrivals.id, arrivalId), eq(chainArrivals.state, state), eq(chainArrivals.disposition, disposition)))
+        .returning({ id: chainArrivals.id }),
+    () => new ApiError('conflict', `Arrival ${arrivalId} was moved on by another request`),
+  )
+}
+
+function depositStillAwaiting(depositId: string): GuardedWrite {
+  return guard(
+    (tx) => tx.select({ id: depositsTable.id }).from(depositsTable).where(and(eq(depositsTable.id, depositId), eq(depositsTable.state, 'awaiting_funds'))).for('update'),
+    () => new ApiError('conflict', `Deposit ${depositId} was matched by another arrival; observe this arrival again`, { field: 'txHash' }),
+  )
+}
 
 function decimalsOf(asset: string): number {
   return findAsset(asset)?.decimals ?? 0
@@ -287,8 +326,12 @@ export async function observeArrival(runtime: Runtime, orgId: string, input: Arr
     const owner = await repo.findAddressByValue(runtime.db, network, address)
     if (!owner || owner.orgId !== orgId || owner.asset !== info.asset) {
       // Never credited silently: it waits in suspense for an operator.
-      await repo.insertArrival(runtime.db, arrival)
-      return { arrival: toArrivalView(runtime, arrival), created: true }
+      if (await repo.insertArrival(runtime.db, arrival)) return { arrival: toArrivalView(runtime, arrival), created: true }
+      const raced = await repo.findArrivalByKey(runtime.db, network, txHash, address)
+      if (!raced || raced.orgId !== orgId || raced.asset !== info.asset || raced.amount !== amountMinor) {
+        throw new ApiError('conflict', `Transaction ${txHash} to ${address} was already observed with different contents`, { field: 'txHash' })
+      }
+      return { arrival: toArrivalView(runtime, raced), created: false }
     }
     const declared = matchDeclared(await repo.awaitingDeposits(runtime.db, orgId, address, info.asset), amountMinor, observedMs)
     const deposit: DepositRow = declared
@@ -314,7 +357,7 @@ export async function observeArrival(runtime: Runtime, orgId: string, input: Arr
           completedAt: null,
         }
     const credited = { ...arrival, disposition: 'deposit' as const, accountId: owner.accountId, depositId: deposit.id, depositAddressId: owner.id }
-    await runtime.ledger.submit({
+    const submitted = runtime.ledger.submit({
       orgId,
       movementId: newId('mv'),
       movementKind: 'deposit_arrival',
@@ -324,9 +367,18 @@ export async function observeArrival(runtime: Runtime, orgId: string, input: Arr
         { accountId: SYSTEM_ACCOUNTS.chainClearing, kind: 'system', bucket: 'available', asset: info.asset, amountMinor: -amountMinor },
         { accountId: owner.accountId, kind: 'customer', bucket: 'in_flight', asset: info.asset, amountMinor },
       ],
+      guardedWrites: declared ? [firstObservation(credited), depositStillAwaiting(declared.id)] : [firstObservation(credited)],
       chainArrivals: [credited],
       deposits: [deposit],
     })
+    try {
+      await submitted
+    } catch (error) {
+      // Another instance recorded this very arrival first: answer it like any repeated observation.
+      const raced = error instanceof ApiError && error.code === 'conflict' ? await repo.findArrivalByKey(runtime.db, network, txHash, address) : undefined
+      if (!raced || raced.orgId !== orgId || raced.amount !== amountMinor) throw error
+      return { arrival: toArrivalView(runtime, raced), created: false }
+    }
     return { arrival: toArrivalView(runtime, credited), created: true }
   })
 }
@@ -365,6 +417,7 @@ function confirmedEvent(deposit: DepositRow, externalId: string | null, now: Dat
 async function finalizeArrival(runtime: Runtime, arrival: ArrivalRecord): Promise<void> {
   const now = runtime.clock.now(arrival.orgId)
   const final: ChainArrivalRow = { ...arrival, state: 'final', finalizedAt: now }
+  const once = arrivalStillIn(arrival.id, 'confirming', arrival.disposition, { state: 'final', finalizedAt: now })
   if (arrival.disposition === 'deposit') {
     const deposit = await repo.findDeposit(runtime.db, arrival.orgId, arrival.depositId!)
     const account = await runtime.ledger.accounts.find(arrival.accountId!)
@@ -379,6 +432,7 @@ async function finalizeArrival(runtime: Runtime, arrival: ArrivalRecord): Promis
         { accountId: arrival.accountId!, kind: 'customer', bucket: 'in_flight', asset: arrival.asset, amountMinor: -arrival.amount },
         { accountId: arrival.accountId!, kind: 'customer', bucket: 'available', asset: arrival.asset, amountMinor: arrival.amount },
       ],
+      guardedWrites: [once],
       chainArrivals: [final],
       deposits: [completed],
       events: [confirmedEvent(completed, account?.externalId ?? null, now)],
@@ -395,6 +449,7 @@ async function finalizeArrival(runtime: Runtime, arrival: ArrivalRecord): Promis
       { accountId: SYSTEM_ACCOUNTS.chainClearing, kind: 'system', bucket: 'available', asset: arrival.asset, amountMinor: -arrival.amount },
       { accountId: SYSTEM_ACCOUNTS.suspense, kind: 'system', bucket: 'available', asset: arrival.asset, amountMinor: arrival.amount },
     ],
+    guardedWrites: [once],
     chainArrivals: [final],
   })
 }
@@ -411,7 +466,8 @@ export function finalizeDueArrivals(runtime: Runtime, orgId?: string): Promise<n
         await finalizeArrival(runtime, arrival)
         finalized += 1
       } catch (error) {
-        console.error(`deposits: finalizing arrival ${arrival.id} failed; the next sweep retries`, error)
+        // A conflict means another instance finalized it first: nothing to retry.
+        if (!(error instanceof ApiError && error.code === 'conflict')) console.error(`deposits: finalizing arrival ${arrival.id} failed; the next sweep retries`, error)
       }
     }
     return finalized
@@ -479,6 +535,7 @@ export function assignSuspense(runtime: Runtime, arrivalId: string, input: { acc
         { accountId: SYSTEM_ACCOUNTS.suspense, kind: 'system', bucket: 'available', asset: arrival.asset, amountMinor: -arrival.amount },
         { accountId: account.id, kind: 'customer', bucket: 'available', asset: arrival.asset, amountMinor: arrival.amount },
       ],
+      guardedWrites: [arrivalStillIn(arrival.id, 'final', 'suspense', { disposition: 'assigned', accountId: account.id, depositId: deposit.id, resolvedAt: now })],
       chainArrivals: [assigned],
       deposits: [deposit],
       events: [confirmedEvent(deposit, account.externalId, now)],
@@ -500,7 +557,16 @@ export function returnSuspense(runtime: Runtime, arrivalId: string, input: { not
       { accountId: SYSTEM_ACCOUNTS.suspense, kind: 'system', bucket: 'available', asset: arrival.asset, amountMinor: -arrival.amount },
       { accountId: SYSTEM_ACCOUNTS.chainClearing, kind: 'system', bucket: 'available', asset: arrival.asset, amountMinor: arrival.amount },
     ]
-    await runtime.ledger.submit({ orgId: arrival.orgId, movementId: newId('mv'), movementKind: 'suspense_return', reference: arrival.id, createdAt: now, postings, chainArrivals: [returned] })
+    await runtime.ledger.submit({
+      orgId: arrival.orgId,
+      movementId: newId('mv'),
+      movementKind: 'suspense_return',
+      reference: arrival.id,
+      createdAt: now,
+      postings,
+      guardedWrites: [arrivalStillIn(arrival.id, 'final', 'suspense', { disposition: 'returned', resolvedAt: now })],
+      chainArrivals: [returned],
+    })
     return toArrivalView(runtime, returned)
   })
 }
