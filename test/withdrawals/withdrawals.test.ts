@@ -199,6 +199,22 @@ describe('withdrawal above the approval threshold', () => {
     expect(types).toEqual(['treasury.withdrawal.pending_approval', 'treasury.withdrawal.rejected'])
   })
 
+  test('of many simultaneous rejections and approvals exactly one wins, and the money moves at most once', async () => {
+    const before = await fx.balance(account)
+    const pending = await pendingWithdrawal()
+    const answers = await Promise.all([
+      ...Array.from({ length: 4 }, () => fx.call('POST', `/v1/withdrawals/${pending.id}/reject`)),
+      ...Array.from({ length: 4 }, () => app.ops('POST', `/ops/v1/orgs/${fx.org.id}/withdrawals/${pending.id}/reject`)),
+      ...Array.from({ length: 4 }, () => fx.callAs(fx.secondKey, 'POST', `/v1/withdrawals/${pending.id}/approve`)),
+    ])
+    expect(answers.filter((answer) => answer.status === 200)).toHaveLength(1)
+    expect(answers.filter((answer) => answer.status !== 200).map((answer) => answer.body.error.code)).toEqual(Array(11).fill('conflict'))
+    const final = (await fx.call('GET', `/v1/withdrawals/${pending.id}`)).body
+    if (final.state === 'rejected') expect(await fx.balance(account)).toEqual(before)
+    else expect(final.state).toMatch(/approved|submitted/)
+    await expectVerified(app)
+  })
+
   test('an operator can reject too', async () => {
     const pending = await pendingWithdrawal()
     const rejected = await app.ops('POST', `/ops/v1/orgs/${fx.org.id}/withdrawals/${pending.id}/reject`, { operator: 'bob', reason: 'suspicious' })

@@ -28,8 +28,12 @@ export type Actor = { type: 'key'; id: string } | { type: 'operator'; id: string
 interface WithdrawalsState {
   /** Quotes a withdrawal of this process is executing right now (decided, not yet committed). */
   claimedQuotes: Set<string>
-  /** Withdrawals whose terminal (money-moving) commit this process is making, with that commit. */
-  closing: Map<string, Promise<void>>
+  /**
+   * Per withdrawal, the tail of the work this process does on it (approve, reject, apply an outcome):
+   * each step reads the withdrawal only after the previous one finished, so it never acts on a state
+   * that its predecessor has just changed.
+   */
+  locks: Map<string, Promise<unknown>>
   /** Withdrawals this process is broadcasting right now. */
   dispatching: Set<string>
 }
@@ -39,10 +43,23 @@ const states = new WeakMap<Runtime, WithdrawalsState>()
 function stateOf(runtime: Runtime): WithdrawalsState {
   let state = states.get(runtime)
   if (!state) {
-    state = { claimedQuotes: new Set(), closing: new Map(), dispatching: new Set() }
+    state = { claimedQuotes: new Set(), locks: new Map(), dispatching: new Set() }
     states.set(runtime, state)
   }
   return state
+}
+
+/** Runs `work` after every earlier piece of work on the same withdrawal in this process. */
+async function exclusively<T>(runtime: Runtime, withdrawalId: string, work: () => Promise<T>): Promise<T> {
+  const locks = stateOf(runtime).locks
+  const run = (locks.get(withdrawalId) ?? Promise.resolve()).then(work)
+  const tail = run.catch(() => {})
+  locks.set(withdrawalId, tail)
+  try {
+    return await run
+  } finally {
+    if (locks.get(withdrawalId) === tail) locks.delete(withdrawalId)
+  }
 }
 
 function decimalsOf(asset: string): number {
@@ -232,22 +249,20 @@ async function creatorKeyLineage(runtime: Runtime, orgId: string, creatorKeyId: 
 /** A second secret key of the organization approves; the creating key (or its rotation) is refused with permission_denied. */
 export async function approveByKey(runtime: Runtime, principal: Principal, id: string): Promise<WithdrawalView> {
   const row = await requireWithdrawal(runtime, principal.orgId, id)
-  assertPendingApproval(row)
   const lineage = await creatorKeyLineage(runtime, principal.orgId, row.createdByKeyId)
   if (lineage.has(principal.keyId)) {
     throw new ApiError('permission_denied', 'The key that created this withdrawal cannot approve it; approve with a different secret key of the organization or through an operator')
   }
-  return approve(runtime, row, { type: 'key', id: principal.keyId })
+  return exclusively(runtime, id, async () => approve(runtime, await requireWithdrawal(runtime, principal.orgId, id), { type: 'key', id: principal.keyId }))
 }
 
 export async function approveByOperator(runtime: Runtime, orgId: string, id: string, operator: string): Promise<WithdrawalView> {
-  return approve(runtime, await requireWithdrawal(runtime, orgId, id), { type: 'operator', id: operator })
+  return exclusively(runtime, id, async () => approve(runtime, await requireWithdrawal(runtime, orgId, id), { type: 'operator', id: operator }))
 }
 
 /** No money moves on approval: the state, the unsigned transaction and the event commit together. */
 async function approve(runtime: Runtime, row: repo.WithdrawalRecord, actor: Actor): Promise<WithdrawalView> {
   assertPendingApproval(row)
-  if (stateOf(runtime).closing.has(row.id)) throw new ApiError('conflict', `Withdrawal ${row.id} is being rejected`)
   const now = runtime.clock.now(row.orgId)
   const approved = approvedRow(runtime, row, actor, now)
   const updated = await runtime.db.transaction(async (tx) => {
@@ -270,11 +285,11 @@ async function approve(runtime: Runtime, row: repo.WithdrawalRecord, actor: Acto
 }
 
 export async function rejectByKey(runtime: Runtime, principal: Principal, id: string, reason: string | undefined): Promise<WithdrawalView> {
-  return reject(runtime, await requireWithdrawal(runtime, principal.orgId, id), { type: 'key', id: principal.keyId }, reason)
+  return exclusively(runtime, id, async () => reject(runtime, await requireWithdrawal(runtime, principal.orgId, id), { type: 'key', id: principal.keyId }, reason))
 }
 
 export async function rejectByOperator(runtime: Runtime, orgId: string, id: string, operator: string, reason: string | undefined): Promise<WithdrawalView> {
-  return reject(runtime, await requireWithdrawal(runtime, orgId, id), { type: 'operator', id: operator }, reason)
+  return exclusively(runtime, id, async () => reject(runtime, await requireWithdrawal(runtime, orgId, id), { type: 'operator', id: operator }, reason))
 }
 
 /** Rejecting a withdrawal that waits for approval returns its whole total to available. Any key of the organization may refuse. */
@@ -315,8 +330,8 @@ function completionPostings(row: repo.WithdrawalRow): Posting[] {
 
 /**
  * A terminal, money-moving transition: the postings, the withdrawal's new state (a conditional
- * update from `from`) and its event in one commit. In this process a second close of the same
- * withdrawal is refused before it reserves anything; across instances the conditional update
+ * update from `from`) and its event in one commit. Callers hold the withdrawal's lock and read its
+ * state inside it, so this process never closes one twice; across instances the conditional update
  * refuses the loser with `conflict` and its reservation is undone.
  */
 function close(
@@ -329,8 +344,6 @@ function close(
   eventType: string,
   eventExtra: Record<string, unknown>,
 ): Promise<void> {
-  const state = stateOf(runtime)
-  if (state.closing.has(row.id)) throw new ApiError('conflict', `Withdrawal ${row.id} is already being closed`)
   const now = next.closedAt!
   const { id: _id, orgId: _org, ...changes } = next
   const operation: LedgerOperation = {
@@ -348,23 +361,19 @@ function close(
     ],
     events: [eventRow(row.orgId, eventType, eventData(next, eventExtra), now)],
   }
-  const commit = runtime.ledger.submit(operation)
-  state.closing.set(row.id, commit)
-  const forget = () => state.closing.delete(row.id)
-  commit.then(forget, forget)
-  return commit
+  return runtime.ledger.submit(operation)
 }
 
 /**
  * Applies a chain outcome. Outcomes arrive at least once (again after a restart, possibly on two
- * instances), so this is idempotent: a withdrawal already terminal is left alone, one this process
- * is closing right now is awaited, and a close that another instance won is not an error.
+ * instances), so this is idempotent: a withdrawal already terminal is left alone, work of this
+ * process on it is awaited first, and a close that another instance won is not an error.
  */
-export async function applyOutcome(runtime: Runtime, outcome: WithdrawalOutcome): Promise<void> {
-  const inFlight = stateOf(runtime).closing.get(outcome.withdrawalId)
-  if (inFlight) {
-    await inFlight.catch(() => {})
-  }
+export function applyOutcome(runtime: Runtime, outcome: WithdrawalOutcome): Promise<void> {
+  return exclusively(runtime, outcome.withdrawalId, () => applyOutcomeNow(runtime, outcome))
+}
+
+async function applyOutcomeNow(runtime: Runtime, outcome: WithdrawalOutcome): Promise<void> {
   const row = await repo.findWithdrawal(runtime.db, outcome.orgId, outcome.withdrawalId)
   if (!row) {
     console.error(`withdrawals: a chain outcome names unknown withdrawal ${outcome.withdrawalId}; ignored`)
@@ -438,7 +447,7 @@ export function startWithdrawals(runtime: Runtime): void {
   runtime.stoppers.push(async () => {
     clearInterval(timer)
     await sweeping
-    await Promise.allSettled([...stateOf(runtime).closing.values()])
+    await Promise.allSettled([...stateOf(runtime).locks.values()])
   })
 }
 
