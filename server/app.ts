@@ -2,7 +2,13 @@ import { Elysia } from 'elysia'
 import type { Config } from './config.ts'
 import { ledgerOpsRoutes } from './ledger/ops-routes.ts'
 import { accountsRoutes } from './modules/accounts/routes.ts'
+import { allowlistRoutes } from './modules/allowlist/routes.ts'
+import { startAllowlistActivation } from './modules/allowlist/service.ts'
 import { assetsRoutes } from './modules/assets/routes.ts'
+import { sandboxChainRoutes } from './modules/chain/routes.ts'
+import { startChain } from './modules/chain/service.ts'
+import { depositsRoutes, suspenseOpsRoutes } from './modules/deposits/routes.ts'
+import { startDeposits } from './modules/deposits/service.ts'
 import { balancesRoutes, sandboxFundingRoutes } from './modules/balances/routes.ts'
 import { holdsRoutes } from './modules/holds/routes.ts'
 import { paymentsRoutes } from './modules/payments/routes.ts'
@@ -12,6 +18,8 @@ import { quotesRoutes } from './modules/quotes/routes.ts'
 import { orgsOpsRoutes } from './modules/orgs/routes.ts'
 import { sandboxRoutes } from './modules/sandbox/routes.ts'
 import { transfersRoutes } from './modules/transfers/routes.ts'
+import { withdrawalsOpsRoutes, withdrawalsRoutes } from './modules/withdrawals/routes.ts'
+import { startWithdrawals } from './modules/withdrawals/service.ts'
 import { accessPlugin, recordIdempotentFailure } from './platform/access.ts'
 import { arrivalPlugin } from './platform/arrival.ts'
 import { apiKeyAuthPlugin, operatorAuthPlugin } from './platform/auth.ts'
@@ -46,10 +54,20 @@ export function buildApp(runtime: Runtime) {
     .use(transfersRoutes(runtime, access))
     .use(quotesRoutes(runtime, access))
     .use(paymentsRoutes(runtime, access, idempotency))
+    .use(depositsRoutes(runtime, access))
+    .use(suspenseOpsRoutes(runtime))
+    .use(allowlistRoutes(runtime, access))
+    .use(withdrawalsRoutes(runtime, access))
+    .use(withdrawalsOpsRoutes(runtime))
   if (runtime.config.serviceEnv === 'sandbox') {
-    app = app.use(sandboxRoutes(runtime, access)).use(sandboxFundingRoutes(runtime, access)) as unknown as typeof app
+    app = app.use(sandboxRoutes(runtime, access)).use(sandboxFundingRoutes(runtime, access)).use(sandboxChainRoutes(runtime, access)) as unknown as typeof app
   }
   startHoldExpiry(runtime)
+  startAllowlistActivation(runtime)
+  // The outcome listener is registered before the chain starts delivering outcomes.
+  startWithdrawals(runtime)
+  startChain(runtime)
+  startDeposits(runtime)
   return app
 }
 

@@ -1,4 +1,5 @@
 import { resolve } from 'node:path'
+import { canonicalBlocklistEntry } from './modules/screening/screening.ts'
 
 export type ServiceEnvironment = 'sandbox' | 'production'
 export type RateLimitStoreKind = 'memory' | 'postgres'
@@ -21,7 +22,20 @@ export interface Config {
   /** Largest number of connections the postgres.js pool opens. */
   databasePoolMax: number
   logRequests: boolean
+  /** Blocked withdrawal destinations (`SCREENING_BLOCKLIST`, comma-separated), in canonical form. */
+  screeningBlocklist: string[]
+  /**
+   * Key material deposit addresses (and the sending wallet) are derived from (`DEPOSIT_KEY_SEED`,
+   * hex, at least 32 bytes). Sandbox falls back to the public development seed; production requires its own.
+   */
+  depositKeySeedHex: string
 }
+
+/**
+ * The development seed of sandbox deposit addresses. It is public (it is in this file), so the
+ * addresses derived from it must never receive real funds; production refuses to start with it.
+ */
+export const SANDBOX_DEPOSIT_KEY_SEED_HEX = '6b617373612073616e64626f78206465706f736974207365656420763120ffff'
 
 export class ConfigError extends Error {
   override name = 'ConfigError'
@@ -70,6 +84,29 @@ function readDatabaseUrl(env: Environment): string | undefined {
   return raw
 }
 
+function readBlocklist(env: Environment): string[] {
+  const raw = env.SCREENING_BLOCKLIST
+  if (raw === undefined || raw.trim() === '') return []
+  return raw
+    .split(',')
+    .map((entry) => entry.trim())
+    .filter((entry) => entry !== '')
+    .map((entry) => {
+      try {
+        return canonicalBlocklistEntry(entry)
+      } catch (error) {
+        throw new ConfigError(`SCREENING_BLOCKLIST: ${(error as Error).message}`)
+      }
+    })
+}
+
+function readDepositKeySeed(env: Environment): string {
+  const raw = env.DEPOSIT_KEY_SEED
+  if (raw === undefined || raw === '') return SANDBOX_DEPOSIT_KEY_SEED_HEX
+  if (!/^(?:[0-9a-fA-F]{2}){32,128}$/.test(raw)) throw new ConfigError('DEPOSIT_KEY_SEED must be 32 to 128 bytes of hex (64 to 256 hex digits)')
+  return raw.toLowerCase()
+}
+
 /**
  * Reads and validates the whole configuration at once, so a bad value stops the start with one
  * clear message instead of surfacing as a strange failure later.
@@ -99,6 +136,8 @@ export function loadConfig(env: Environment = process.env): Config {
     groupCommit: readBoolean(env, 'GROUP_COMMIT', true),
     databasePoolMax: readInteger(env, 'DATABASE_POOL_MAX', 10, 1, 200),
     logRequests: readBoolean(env, 'LOG_REQUESTS', false),
+    screeningBlocklist: readBlocklist(env),
+    depositKeySeedHex: readDepositKeySeed(env),
   }
   assertProductionSafe(config)
   return config
@@ -111,6 +150,7 @@ export function assertProductionSafe(config: Config): void {
   if (config.databaseUrl === undefined) problems.push('DATABASE_URL is required (the embedded database is for development)')
   if (config.operatorToken === undefined) problems.push('OPERATOR_TOKEN is required (it is generated only in sandbox)')
   if (config.allowLoopbackWebhooks) problems.push('ALLOW_LOOPBACK_WEBHOOKS is a test-only setting')
+  if (config.depositKeySeedHex === SANDBOX_DEPOSIT_KEY_SEED_HEX) problems.push('DEPOSIT_KEY_SEED is required (the sandbox seed is public)')
   if (problems.length > 0) {
     throw new ConfigError(`production refuses to start: ${problems.join('; ')}`)
   }
@@ -130,6 +170,8 @@ export function configForTests(overrides: Partial<Config> = {}): Config {
     groupCommit: true,
     databasePoolMax: 10,
     logRequests: false,
+    screeningBlocklist: [],
+    depositKeySeedHex: SANDBOX_DEPOSIT_KEY_SEED_HEX,
     ...overrides,
   }
 }

@@ -4,8 +4,13 @@ import type { Config } from './config.ts'
 import { openDatabase, runMigrations, type Database, type DatabaseHandle } from '../db/client.ts'
 import { openLedger, type Ledger } from './ledger/ledger.ts'
 import { randomToken } from './lib/hash.ts'
+import { hexToBytes } from '@noble/hashes/utils.js'
+import type { ChainAdapter } from './modules/chain/adapter.ts'
+import { AddressDeriver } from './modules/chain/derivation.ts'
+import { SandboxChain, UnconfiguredChain } from './modules/chain/simulator.ts'
 import { Clock } from './modules/clock/clock.ts'
 import { KeyCache } from './modules/orgs/key-cache.ts'
+import { BlocklistRule, Screening, type ScreeningRule } from './modules/screening/screening.ts'
 import { loadKeyCache, refreshCachedKey, refreshCachedOrg } from './modules/orgs/repo.ts'
 import { createRateLimiter, type RateLimiter } from './platform/rate-limit-store.ts'
 
@@ -25,6 +30,12 @@ export interface Runtime {
   operatorToken: string
   /** Hot balances and the group-commit writer: the one place money moves. */
   ledger: Ledger
+  /** Derives deposit addresses and the sending wallet from DEPOSIT_KEY_SEED. */
+  addresses: AddressDeriver
+  /** Observes arrivals and sends withdrawals: the sandbox chain simulator (state in Postgres) in sandbox; in production, an adapter that builds but never sends until a real one is configured. */
+  chain: ChainAdapter
+  /** Screening of withdrawal destinations (allowlist registration and withdrawal creation). */
+  screening: Screening
   /** Background loops (expiry sweeps, purges) register their stop functions here. */
   stoppers: Array<() => Promise<void> | void>
 }
@@ -33,6 +44,8 @@ export interface RuntimeOptions {
   /** A database already opened by the caller (tests); otherwise opened from the config. */
   database?: DatabaseHandle
   wallClockMs?: () => number
+  /** Screening rules run after the configured blocklist (a partner's API; tests plug in their own). */
+  screeningRules?: ScreeningRule[]
 }
 
 export async function createRuntime(config: Config, options: RuntimeOptions = {}): Promise<Runtime> {
@@ -50,6 +63,7 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
   const keys = new KeyCache(config.serviceEnv)
   await loadKeyCache(db, keys)
   const ledger = await openLedger(db, { groupCommit: config.groupCommit, pipeline: database.kind === 'postgres' })
+  const addresses = new AddressDeriver(hexToBytes(config.depositKeySeedHex))
   const runtime: Runtime = {
     config,
     database,
@@ -59,6 +73,10 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
     rateLimiter: createRateLimiter(config.rateLimitStore, db),
     operatorToken: resolveOperatorToken(config),
     ledger,
+    addresses,
+    // The simulator is a sandbox tool: production never pretends to broadcast.
+    chain: config.serviceEnv === 'sandbox' ? new SandboxChain(db, clock, addresses) : new UnconfiguredChain(addresses),
+    screening: new Screening([new BlocklistRule(config.screeningBlocklist), ...(options.screeningRules ?? [])]),
     // Operations already reserved in memory are written before the database closes.
     stoppers: [() => ledger.drain()],
   }

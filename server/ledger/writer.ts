@@ -1,7 +1,7 @@
 import { and, eq, inArray, sql } from 'drizzle-orm'
 import type { IdempotencyRow } from '../platform/idempotency.ts'
 import { queryRows, type Database, type Transaction } from '../../db/client.ts'
-import { events, holds, idempotencyRecords, ledgerBalances, ledgerMovements, ledgerPostings, payments, transfers } from '../../db/schema/index.ts'
+import { chainArrivals, deposits, events, holds, idempotencyRecords, ledgerBalances, ledgerMovements, ledgerPostings, payments, transfers } from '../../db/schema/index.ts'
 import { assert } from '../lib/assert.ts'
 import { ApiError } from '../lib/errors.ts'
 import { insertRecords, recordId } from '../platform/idempotency.ts'
@@ -11,6 +11,8 @@ export type HoldRow = typeof holds.$inferInsert
 export type TransferRow = typeof transfers.$inferInsert
 export type EventRow = typeof events.$inferInsert
 export type PaymentRow = typeof payments.$inferInsert
+export type DepositRow = typeof deposits.$inferInsert
+export type ChainArrivalRow = typeof chainArrivals.$inferInsert
 
 /** A saved answer replaced in the same commit (an answer that changed after it was queued). */
 export interface IdempotencyAnswer {
@@ -34,7 +36,17 @@ export interface LedgerOperation {
   holds?: HoldRow[]
   transfers?: TransferRow[]
   payments?: PaymentRow[]
+  /** Deposits and the chain arrivals that fund them, written (or moved to a new state) in the commit that moves their money. */
+  deposits?: DepositRow[]
+  chainArrivals?: ChainArrivalRow[]
   events?: EventRow[]
+  /**
+   * Conditional writes this operation depends on (a quote executed once, a withdrawal closed once),
+   * run first in its commit. One that answers false refuses this operation alone: its reservation
+   * is undone and it fails with `refusal()`, while the rest of its batch commits without it.
+   * In-process decisions already exclude such races; these catch another instance getting there first.
+   */
+  guardedWrites?: GuardedWrite[]
   /**
    * The request's idempotency record, completed with its answer. It is inserted first in the
    * batch's transaction; if the key is already held by a live record the operation is taken out of
@@ -48,6 +60,19 @@ export interface LedgerOperation {
   revert?: () => void
   /** Memory to settle once the commit is durable (forget a closed hold). */
   committed?: () => void
+}
+
+export interface GuardedWrite {
+  /** Runs on the batch's transaction; false when the condition no longer holds (nothing was written). */
+  write(tx: Transaction): Promise<boolean>
+  refusal(): ApiError
+}
+
+/** Some operations of a batch lost a guarded write; the transaction was rolled back and is retried without them. */
+class GuardsRefusedError extends Error {
+  constructor(readonly refused: Map<Queued, ApiError>) {
+    super('guarded writes refused')
+  }
 }
 
 interface Queued {
@@ -200,7 +225,8 @@ export class GroupCommitWriter {
         try {
           await this.db.transaction((tx) => this.writeBatch(tx, batch, keyTaken))
         } catch (error) {
-          await this.failUncommitted(batch, error)
+          if (error instanceof GuardsRefusedError) this.refuseGuarded(batch, error.refused)
+          else await this.failUncommitted(batch, error)
           continue
         } finally {
           for (const item of keyTaken) item.reject(new IdempotencyKeyTaken(item.op.idempotencyRecord!.orgId, item.op.idempotencyRecord!.key))
@@ -221,6 +247,7 @@ export class GroupCommitWriter {
   private async writeBatch(tx: Transaction, batch: Queued[], keyTaken: Queued[]): Promise<void> {
     await this.claimIdempotencyKeys(tx, batch, keyTaken)
     if (batch.length === 0) return
+    await this.runGuardedWrites(tx, batch)
     const ops = batch.map((item) => item.op)
     let written: HotBalance[] = []
     const balances = this.balanceStatements(tx, batch, (rows) => {
@@ -274,6 +301,31 @@ export class GroupCommitWriter {
       keyTaken.unshift(item)
       this.undo(item)
     }
+  }
+
+  private async runGuardedWrites(tx: Transaction, batch: Queued[]): Promise<void> {
+    const refused = new Map<Queued, ApiError>()
+    for (const item of batch) {
+      for (const guarded of item.op.guardedWrites ?? []) {
+        if (await guarded.write(tx)) continue
+        refused.set(item, guarded.refusal())
+        break
+      }
+    }
+    if (refused.size > 0) throw new GuardsRefusedError(refused)
+  }
+
+  /**
+   * Undoes and refuses the operations that lost a guarded write; the rest of the batch goes back to
+   * the head of the queue (and can be withdrawn again). Undoing a reservation only returns money to
+   * where it came from, so the decisions of the operations behind it stay valid.
+   */
+  private refuseGuarded(batch: Queued[], refused: Map<Queued, ApiError>): void {
+    for (const item of [...batch].reverse()) if (refused.has(item)) this.undo(item)
+    const retried = batch.filter((item) => !refused.has(item))
+    this.queue.unshift(...retried)
+    for (const item of retried) this.waiting.set(item.op, item)
+    for (const [item, error] of refused) item.reject(error)
   }
 
   /** Gives back an operation's reservation in memory (balances and whatever `reserve` did). */
@@ -394,6 +446,48 @@ export class GroupCommitWriter {
     }
     // Events go in the same transaction as the change they describe (the outbox). They are
     // inserted in one statement per batch, in queue order, so the log's order is commit order.
+    const arrivalRows = ops.flatMap((op) => op.chainArrivals ?? [])
+    if (arrivalRows.length > 0) {
+      // A new arrival conflicts on its id only when it is being moved on; the (network, txHash,
+      // address) key refuses a second row for the same observation, failing the commit loudly.
+      statements.push(() =>
+        tx
+          .insert(chainArrivals)
+          .values(lastStatePerId(arrivalRows))
+          .onConflictDoUpdate({
+            target: chainArrivals.id,
+            set: {
+              state: sql`excluded.state`,
+              disposition: sql`excluded.disposition`,
+              accountId: sql`excluded.account_id`,
+              depositId: sql`excluded.deposit_id`,
+              finalizedAt: sql`excluded.finalized_at`,
+              resolvedAt: sql`excluded.resolved_at`,
+              resolutionNote: sql`excluded.resolution_note`,
+            },
+          }),
+      )
+    }
+    const depositRows = ops.flatMap((op) => op.deposits ?? [])
+    if (depositRows.length > 0) {
+      statements.push(() =>
+        tx
+          .insert(deposits)
+          .values(lastStatePerId(depositRows))
+          .onConflictDoUpdate({
+            target: deposits.id,
+            set: {
+              state: sql`excluded.state`,
+              receivedAmount: sql`excluded.received_amount`,
+              amountMatch: sql`excluded.amount_match`,
+              arrivalId: sql`excluded.arrival_id`,
+              txHash: sql`excluded.tx_hash`,
+              arrivedAt: sql`excluded.arrived_at`,
+              completedAt: sql`excluded.completed_at`,
+            },
+          }),
+      )
+    }
     if (eventRows.length > 0) statements.push(() => tx.insert(events).values(eventRows))
     for (const answer of ops.flatMap((op) => (op.idempotencyAnswer ? [op.idempotencyAnswer] : []))) {
       statements.push(() =>

@@ -1,6 +1,6 @@
 import { describe, expect, test } from 'bun:test'
 import { resolve } from 'node:path'
-import { ConfigError, loadConfig } from '../../server/config.ts'
+import { ConfigError, loadConfig, SANDBOX_DEPOSIT_KEY_SEED_HEX } from '../../server/config.ts'
 
 const OPERATOR_TOKEN = 'op-token-for-config-tests-0123456789abcdef'
 const DATABASE_URL = 'postgres://kassa@db.internal:5432/kassa'
@@ -42,6 +42,7 @@ describe('loadConfig', () => {
       GROUP_COMMIT: 'false',
       DATABASE_POOL_MAX: '20',
       LOG_REQUESTS: 'yes',
+      DEPOSIT_KEY_SEED: 'C0'.repeat(32),
     })
     expect(config).toMatchObject({
       port: 8080,
@@ -54,6 +55,7 @@ describe('loadConfig', () => {
       groupCommit: false,
       databasePoolMax: 20,
       logRequests: true,
+      depositKeySeedHex: 'c0'.repeat(32),
     })
   })
 
@@ -86,7 +88,7 @@ describe('loadConfig', () => {
 })
 
 describe('production', () => {
-  const safe = { SERVICE_ENV: 'production', DATABASE_URL, OPERATOR_TOKEN }
+  const safe = { SERVICE_ENV: 'production', DATABASE_URL, OPERATOR_TOKEN, DEPOSIT_KEY_SEED: 'a1'.repeat(32) }
 
   test('starts with a database URL and an operator token', () => {
     expect(loadConfig(safe).serviceEnv).toBe('production')
@@ -101,6 +103,19 @@ describe('production', () => {
   test('refuses to start without OPERATOR_TOKEN', () => {
     const error = configError({ SERVICE_ENV: 'production', DATABASE_URL })
     expect(error.message).toContain('OPERATOR_TOKEN')
+  })
+
+  test('refuses to start without its own DEPOSIT_KEY_SEED (the sandbox seed is public)', () => {
+    expect(configError({ ...safe, DEPOSIT_KEY_SEED: '' }).message).toContain('DEPOSIT_KEY_SEED')
+    expect(configError({ ...safe, DEPOSIT_KEY_SEED: SANDBOX_DEPOSIT_KEY_SEED_HEX }).message).toContain('DEPOSIT_KEY_SEED')
+    expect(loadConfig(safe).depositKeySeedHex).toBe('a1'.repeat(32))
+  })
+
+  test('refuses a DEPOSIT_KEY_SEED that is not 32 to 128 bytes of hex', () => {
+    for (const seed of ['a1'.repeat(31), 'zz'.repeat(32), 'a1'.repeat(32) + 'a', 'a1'.repeat(129)]) {
+      expect(configError({ DEPOSIT_KEY_SEED: seed }).message).toContain('DEPOSIT_KEY_SEED')
+    }
+    expect(loadConfig({}).depositKeySeedHex).toBe(SANDBOX_DEPOSIT_KEY_SEED_HEX)
   })
 
   test('refuses ALLOW_LOOPBACK_WEBHOOKS=true', () => {

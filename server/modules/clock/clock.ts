@@ -2,6 +2,9 @@ import { eq, sql } from 'drizzle-orm'
 import type { Database } from '../../../db/client.ts'
 import { orgClocks } from '../../../db/schema/index.ts'
 
+/** Work that is due by an organization's new time (confirmations, timelocks), run right after its clock moves. */
+export type AdvanceListener = (orgId: string, now: Date) => Promise<void>
+
 /**
  * Every time-based rule reads this clock. In sandbox an organization's clock can be moved ahead
  * (Stripe's test clocks); the offset is kept in the database and cached here, and other instances
@@ -9,6 +12,7 @@ import { orgClocks } from '../../../db/schema/index.ts'
  */
 export class Clock {
   private readonly offsets = new Map<string, number>()
+  private readonly advanceListeners: AdvanceListener[] = []
 
   constructor(
     private readonly db: Database,
@@ -33,8 +37,24 @@ export class Clock {
     return this.wallClockMs() + (this.offsets.get(orgId) ?? 0)
   }
 
+  /** The latest time any organization's clock shows: sweeps fetch what is due by it, then judge each row on its own clock. */
+  latestNowMs(): number {
+    let offset = 0
+    for (const value of this.offsets.values()) offset = Math.max(offset, value)
+    return this.wallClockMs() + offset
+  }
+
   now(orgId: string): Date {
     return new Date(this.nowMs(orgId))
+  }
+
+  /**
+   * Runs `listener` after every `advance`, before `advance` resolves, so the answer to
+   * `POST /v1/sandbox/clock/advance` already reflects what became due. Periodic sweeps still run
+   * for time that passes on its own; listeners must be safe to run alongside them.
+   */
+  onAdvance(listener: AdvanceListener): void {
+    this.advanceListeners.push(listener)
   }
 
   async advance(orgId: string, seconds: number): Promise<Date> {
@@ -47,6 +67,10 @@ export class Clock {
       })
       .returning()
     this.offsets.set(orgId, row!.offsetMs)
-    return this.now(orgId)
+    const now = this.now(orgId)
+    const outcomes = await Promise.allSettled(this.advanceListeners.map((listener) => listener(orgId, now)))
+    // The clock has moved either way; a failed listener's work is picked up by its periodic sweep.
+    for (const outcome of outcomes) if (outcome.status === 'rejected') console.error('clock: work after an advance failed; its sweep retries', outcome.reason)
+    return now
   }
 }

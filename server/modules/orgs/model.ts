@@ -105,6 +105,31 @@ export const LimitsBody = t.Object(
   { additionalProperties: false },
 )
 
+export const WithdrawalApprovalBody = t.Object(
+  {
+    asset: t.String({ maxLength: 20, examples: ['USDC'] }),
+    threshold: t.Union([t.String({ maxLength: 40, examples: ['10000'] }), t.Null()], {
+      description: 'Withdrawals whose amount is above this wait for a second key; "0" makes every withdrawal wait; null restores the default (10000)',
+    }),
+  },
+  { additionalProperties: false },
+)
+
+export const WithdrawalApproval = t.Object(
+  {
+    orgId: t.String(),
+    thresholds: t.Array(
+      t.Object({
+        asset: t.String(),
+        threshold: t.String({ description: 'Withdrawals with an amount above this wait in pending_approval' }),
+        isDefault: t.Boolean({ description: 'True while the organization has no threshold of its own for this asset' }),
+      }),
+    ),
+  },
+  { title: 'WithdrawalApproval' },
+)
+
+export type WithdrawalApprovalView = Static<typeof WithdrawalApproval>
 export type OrganizationView = Static<typeof Organization>
 export type KeySummaryView = Static<typeof KeySummary>
 export type IssuedKeyView = Static<typeof IssuedKey>

@@ -1,6 +1,6 @@
 import { and, asc, eq, isNull } from 'drizzle-orm'
 import type { Database, Executor } from '../../../db/client.ts'
-import { apiKeys, organizations } from '../../../db/schema/index.ts'
+import { apiKeys, organizations, withdrawalApprovalThresholds } from '../../../db/schema/index.ts'
 import type { CachedKey, KeyCache } from './key-cache.ts'
 
 export type OrganizationRow = typeof organizations.$inferSelect
@@ -56,6 +56,22 @@ export async function updateOrganization(
 ): Promise<OrganizationRow | undefined> {
   const [row] = await executor.update(organizations).set(changes).where(eq(organizations.id, orgId)).returning()
   return row
+}
+
+export async function approvalThresholds(executor: Executor, orgId: string): Promise<Map<string, bigint>> {
+  const rows = await executor.select().from(withdrawalApprovalThresholds).where(eq(withdrawalApprovalThresholds.orgId, orgId))
+  return new Map(rows.map((row) => [row.asset, row.threshold]))
+}
+
+export async function setApprovalThreshold(executor: Executor, orgId: string, asset: string, threshold: bigint | null, now: Date): Promise<void> {
+  if (threshold === null) {
+    await executor.delete(withdrawalApprovalThresholds).where(and(eq(withdrawalApprovalThresholds.orgId, orgId), eq(withdrawalApprovalThresholds.asset, asset)))
+    return
+  }
+  await executor
+    .insert(withdrawalApprovalThresholds)
+    .values({ orgId, asset, threshold, updatedAt: now })
+    .onConflictDoUpdate({ target: [withdrawalApprovalThresholds.orgId, withdrawalApprovalThresholds.asset], set: { threshold, updatedAt: now } })
 }
 
 export async function insertKey(executor: Executor, row: typeof apiKeys.$inferInsert): Promise<ApiKeyRow> {

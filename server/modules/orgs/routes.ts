@@ -10,6 +10,8 @@ import {
   KeySummary,
   LimitsBody,
   Organization,
+  WithdrawalApproval,
+  WithdrawalApprovalBody,
   RotatedKey,
   RotateKeyBody,
   SignOffBody,
@@ -86,6 +88,20 @@ export function orgsOpsRoutes(runtime: Runtime) {
       body: SignOffBody,
       response: Organization,
       detail: doc('Sign off onboarding', 'Every checklist item must be done; afterwards production keys can be issued.'),
+    })
+    .get('/orgs/:orgId/withdrawal-approval', ({ params }) => service.getWithdrawalApproval(runtime, params.orgId), {
+      params: OrgParams,
+      response: WithdrawalApproval,
+      detail: doc("Read an organization's withdrawal approval thresholds", 'Per asset; withdrawals with an amount above the threshold wait in pending_approval for a second key.'),
+    })
+    .put('/orgs/:orgId/withdrawal-approval', ({ params, body }) => service.setWithdrawalApproval(runtime, params.orgId, body.asset, body.threshold), {
+      params: OrgParams,
+      body: WithdrawalApprovalBody,
+      response: WithdrawalApproval,
+      detail: doc(
+        "Set an organization's withdrawal approval threshold for one asset",
+        'Withdrawals whose amount (what arrives, fees excluded) is above the threshold wait in pending_approval until a different secret key of the organization or an operator approves them. "0" makes every withdrawal wait; null restores the default of 10000. Applies to withdrawals created afterwards.',
+      ),
     })
     .patch('/orgs/:orgId/limits', ({ params, body }) => service.setRateLimit(runtime, params.orgId, body.rateLimitPerMinute), {
       params: OrgParams,

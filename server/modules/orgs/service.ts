@@ -1,10 +1,12 @@
 import { notify, type Executor } from '../../../db/client.ts'
 import { ApiError, notFound } from '../../lib/errors.ts'
+import { formatAmount, parseAmount } from '../../lib/money.ts'
+import { ASSETS, requireAsset } from '../assets/catalog.ts'
 import { randomToken, sha256Hex } from '../../lib/hash.ts'
 import { newId } from '../../lib/ids.ts'
 import { CHANGE_CHANNEL, type ChangeNotice, type Runtime } from '../../runtime.ts'
 import { KEY_PREFIXES, type KeyType } from './key-cache.ts'
-import type { IssuedKeyView, KeySummaryView, OnboardingItem, OrganizationView } from './model.ts'
+import type { IssuedKeyView, KeySummaryView, OnboardingItem, OrganizationView, WithdrawalApprovalView } from './model.ts'
 import { ONBOARDING_ITEMS } from './model.ts'
 import * as repo from './repo.ts'
 
@@ -12,6 +14,8 @@ export const DEFAULT_KEY_RATE_LIMIT = 1000
 export const PUBLISHABLE_KEY_RATE_LIMIT = 100
 export const ANONYMOUS_RATE_LIMIT = 30
 export const DEFAULT_ROTATION_OVERLAP_SECONDS = 24 * 3600
+/** Withdrawals above this amount (in the asset's whole units) wait for a second key unless an operator sets another threshold. */
+export const DEFAULT_WITHDRAWAL_APPROVAL_THRESHOLD = '10000'
 
 type Environment = 'sandbox' | 'production'
 
@@ -203,4 +207,32 @@ export async function setRateLimit(runtime: Runtime, orgId: string, rateLimitPer
   runtime.keys.upsertOrg({ id: orgId, rateLimitPerMinute })
   await announce(runtime, { kind: 'org', id: orgId })
   return describeOrganization(runtime, orgId)
+}
+
+/** The amount above which a withdrawal of this asset waits in pending_approval for a second key. */
+export async function withdrawalApprovalThresholdMinor(runtime: Runtime, orgId: string, asset: string): Promise<bigint> {
+  const own = (await repo.approvalThresholds(runtime.db, orgId)).get(asset)
+  return own ?? parseAmount(DEFAULT_WITHDRAWAL_APPROVAL_THRESHOLD, requireAsset(asset).decimals, 'threshold')
+}
+
+export async function getWithdrawalApproval(runtime: Runtime, orgId: string): Promise<WithdrawalApprovalView> {
+  await requireOrganization(runtime, orgId)
+  const own = await repo.approvalThresholds(runtime.db, orgId)
+  return {
+    orgId,
+    thresholds: ASSETS.map((info) => {
+      const value = own.get(info.asset)
+      const threshold = value ?? parseAmount(DEFAULT_WITHDRAWAL_APPROVAL_THRESHOLD, info.decimals, 'threshold')
+      return { asset: info.asset, threshold: formatAmount(threshold, info.decimals), isDefault: value === undefined }
+    }),
+  }
+}
+
+/** Sets (or with null, restores to the default) an organization's approval threshold for one asset. */
+export async function setWithdrawalApproval(runtime: Runtime, orgId: string, asset: string, threshold: string | null): Promise<WithdrawalApprovalView> {
+  const info = requireAsset(asset)
+  const minor = threshold === null ? null : parseAmount(threshold, info.decimals, 'threshold', { allowZero: true })
+  await requireOrganization(runtime, orgId)
+  await repo.setApprovalThreshold(runtime.db, orgId, info.asset, minor, new Date(runtime.clock.wallNowMs()))
+  return getWithdrawalApproval(runtime, orgId)
 }

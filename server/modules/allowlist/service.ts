@@ -1,0 +1,164 @@
+import { ApiError, notFound } from '../../lib/errors.ts'
+import { newId } from '../../lib/ids.ts'
+import { onePage, pageLimit } from '../../lib/pagination.ts'
+import type { Runtime } from '../../runtime.ts'
+import { parseAddress } from '../chain/addresses.ts'
+import { appendEvent } from '../events/writer.ts'
+import { ALLOWLIST_TIMELOCK_MS, type AllowlistEntryView, type CreateAllowlistEntryInput } from './model.ts'
+import * as repo from './repo.ts'
+
+/** How often the activation sweep runs besides right after a sandbox clock advance. */
+const ACTIVATION_SWEEP_INTERVAL_MS = 1000
+/** One sweep activates at most this many entries per organization; the next sweep takes the rest. */
+const ACTIVATION_BATCH_MAX = 500
+
+export function toAllowlistEntryView(row: repo.AllowlistEntryRecord): AllowlistEntryView {
+  return {
+    id: row.id,
+    accountId: row.accountId,
+    network: row.network,
+    address: row.address,
+    label: row.label,
+    state: row.state,
+    activatesAt: row.activatesAt.toISOString(),
+    activatedAt: row.activatedAt?.toISOString() ?? null,
+    removedAt: row.removedAt?.toISOString() ?? null,
+    createdAt: row.createdAt.toISOString(),
+  }
+}
+
+/** The event data of every `treasury.allowlist.*` event: the contract's `id`, `accountId`, `address`, and the network. */
+function eventData(row: repo.AllowlistEntryRecord): Record<string, unknown> {
+  return { id: row.id, accountId: row.accountId, address: row.address, network: row.network }
+}
+
+/**
+ * Registers a destination: validated strictly for its network, screened, then pending for 24 h on
+ * the organization's clock. A screening hit is `screening_rejected` and stores nothing. Registering
+ * a destination the account already has (not removed) answers that entry and does not restart its timelock.
+ */
+export async function registerEntry(
+  runtime: Runtime,
+  orgId: string,
+  accountId: string,
+  input: CreateAllowlistEntryInput,
+): Promise<{ entry: AllowlistEntryView; created: boolean }> {
+  const address = parseAddress(input.network, input.address, 'address')
+  const account = await runtime.ledger.accounts.require(orgId, accountId)
+  await runtime.screening.screen({ orgId, accountId: account.id, network: input.network, address }, 'address')
+  const existing = await repo.findLiveEntry(runtime.db, orgId, account.id, input.network, address)
+  if (existing) return { entry: toAllowlistEntryView(existing), created: false }
+  const now = runtime.clock.now(orgId)
+  const inserted = await runtime.db.transaction(async (tx) => {
+    const row = await repo.insertEntry(tx, {
+      id: newId('alw'),
+      orgId,
+      accountId: account.id,
+      network: input.network,
+      address,
+      label: input.label ?? null,
+      state: 'pending',
+      activatesAt: new Date(now.getTime() + ALLOWLIST_TIMELOCK_MS),
+      createdAt: now,
+    })
+    if (row) await appendEvent(tx, { orgId, type: 'treasury.allowlist.created', data: { ...eventData(row), activatesAt: row.activatesAt.toISOString() }, created: now })
+    return row
+  })
+  if (inserted) return { entry: toAllowlistEntryView(inserted), created: true }
+  // A concurrent registration of the same destination won; answer its entry.
+  const winner = await repo.findLiveEntry(runtime.db, orgId, account.id, input.network, address)
+  if (!winner) throw new ApiError('conflict', 'The destination changed while it was being registered; try again')
+  return { entry: toAllowlistEntryView(winner), created: false }
+}
+
+export async function getEntry(runtime: Runtime, orgId: string, id: string): Promise<AllowlistEntryView> {
+  const row = await repo.findEntry(runtime.db, orgId, id)
+  if (!row) throw notFound('allowlist entry')
+  return toAllowlistEntryView(row)
+}
+
+export async function listEntries(runtime: Runtime, orgId: string, accountId: string, query: { after?: string; limit?: number }): Promise<{ entries: AllowlistEntryView[]; hasMore: boolean }> {
+  const limit = pageLimit(query.limit)
+  const account = await runtime.ledger.accounts.require(orgId, accountId)
+  const rows = await repo.listEntries(runtime.db, orgId, account.id, { after: query.after, limit: limit + 1 })
+  const page = onePage(rows, limit, toAllowlistEntryView)
+  return { entries: page.items, hasMore: page.hasMore }
+}
+
+/** Removes an entry: new withdrawals can no longer name it; withdrawals already made continue. Removing twice answers the removed entry. */
+export async function removeEntry(runtime: Runtime, orgId: string, id: string): Promise<AllowlistEntryView> {
+  const now = runtime.clock.now(orgId)
+  const removed = await runtime.db.transaction(async (tx) => {
+    const row = await repo.markRemoved(tx, orgId, id, now)
+    if (row) await appendEvent(tx, { orgId, type: 'treasury.allowlist.removed', data: eventData(row), created: now })
+    return row
+  })
+  if (removed) return toAllowlistEntryView(removed)
+  return getEntry(runtime, orgId, id)
+}
+
+/** Activates an organization's entries whose timelock has elapsed, each with `treasury.allowlist.activated` in the same commit. */
+export async function activateDueEntries(runtime: Runtime, orgId: string): Promise<number> {
+  const now = runtime.clock.now(orgId)
+  return runtime.db.transaction(async (tx) => {
+    const activated = await repo.activateDue(tx, orgId, now, ACTIVATION_BATCH_MAX)
+    for (const row of activated) await appendEvent(tx, { orgId, type: 'treasury.allowlist.activated', data: eventData(row), created: now })
+    return activated.length
+  })
+}
+
+/** One pass over every organization with entries in their timelock. */
+export async function activateAllDue(runtime: Runtime): Promise<number> {
+  let count = 0
+  for (const orgId of await repo.orgsWithPendingEntries(runtime.db)) {
+    try {
+      count += await activateDueEntries(runtime, orgId)
+    } catch (error) {
+      console.error(`allowlist: activation for ${orgId} failed; the next sweep retries`, error)
+    }
+  }
+  return count
+}
+
+/**
+ * The entry a withdrawal names, if it can be used now: `not_found`, or `conflict` while its timelock
+ * runs (or once removed). An entry whose timelock has just elapsed is activated here first, so the
+ * answer never depends on when the sweep last ran.
+ */
+export async function requireActiveEntry(runtime: Runtime, orgId: string, id: string, field: string): Promise<repo.AllowlistEntryRecord> {
+  let row = await repo.findEntry(runtime.db, orgId, id)
+  if (!row) throw new ApiError('not_found', 'No such allowlist entry', { field })
+  if (row.state === 'pending' && row.activatesAt.getTime() <= runtime.clock.nowMs(orgId)) {
+    await activateDueEntries(runtime, orgId)
+    row = (await repo.findEntry(runtime.db, orgId, id))!
+  }
+  if (row.state === 'removed') throw new ApiError('conflict', `Allowlist entry ${id} was removed`, { field })
+  if (row.state === 'pending') {
+    throw new ApiError('conflict', `Allowlist entry ${id} is in its 24 h timelock until ${row.activatesAt.toISOString()} on the organization's clock`, { field })
+  }
+  return row
+}
+
+/** Runs the activation sweep in the background (and right after a sandbox clock advance) until the runtime stops. */
+export function startAllowlistActivation(runtime: Runtime): void {
+  let sweeping: Promise<unknown> | undefined
+  const sweep = () => {
+    if (sweeping) return sweeping
+    sweeping = activateAllDue(runtime)
+      .catch((error: unknown) => console.error('allowlist: activation sweep failed', error))
+      .finally(() => {
+        sweeping = undefined
+      })
+    return sweeping
+  }
+  const timer = setInterval(sweep, ACTIVATION_SWEEP_INTERVAL_MS)
+  timer.unref()
+  // After a sandbox clock advance the answer already reflects the entries that became active.
+  runtime.clock.onAdvance(async (orgId) => {
+    await activateDueEntries(runtime, orgId)
+  })
+  runtime.stoppers.push(async () => {
+    clearInterval(timer)
+    await sweeping
+  })
+}

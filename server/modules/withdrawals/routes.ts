@@ -1,0 +1,95 @@
+import { Elysia, t } from 'elysia'
+import { IdParams } from '../../lib/params.ts'
+import type { AccessPlugin } from '../../platform/access.ts'
+import { apiDoc } from '../../platform/openapi.ts'
+import type { Runtime } from '../../runtime.ts'
+import { CreateWithdrawalBody, ListWithdrawalsQuery, OperatorActionBody, RejectBody, Withdrawal, WithdrawalList } from './model.ts'
+import * as service from './service.ts'
+
+const STATES_DOC =
+  'States: pending_approval (amount above the organization\'s approval threshold; event treasury.withdrawal.pending_approval) → approved (event treasury.withdrawal.approved; unsignedTransaction readable) → submitted (broadcast through the chain adapter; event treasury.withdrawal.submitted) → exactly one of completed (chainEvidence; event treasury.withdrawal.completed) or failed (funds back in available; event treasury.withdrawal.failed). pending_approval can also end rejected (funds back in available; event treasury.withdrawal.rejected). treasury.withdrawal.confirmed is reserved and never emitted.'
+const NOT_PENDING_DOC = 'A withdrawal that is not pending_approval answers 409 conflict.'
+
+const OrgWithdrawalParams = t.Object({ orgId: t.String({ maxLength: 64 }), id: t.String({ maxLength: 64 }) })
+const OrgParams = t.Object({ orgId: t.String({ maxLength: 64 }) })
+const opsDoc = (summary: string, description?: string) => apiDoc(summary, 'Operators', { security: 'operator', description })
+
+export function withdrawalsRoutes(runtime: Runtime, access: AccessPlugin) {
+  return new Elysia({ name: 'kassa/withdrawals', prefix: '/v1' })
+    .use(access)
+    .post(
+      '/withdrawals',
+      async ({ body, principal, set }) => {
+        set.status = 201
+        return service.createWithdrawal(runtime, principal, body)
+      },
+      {
+        access: 'secret',
+        body: CreateWithdrawalBody,
+        response: { 201: Withdrawal },
+        detail: apiDoc('Withdraw to an allowlisted destination', 'Withdrawals', {
+          description: `Executes a withdrawal quote of the account to one of its active allowlist entries on the quote's network. The quote's totalDebited (amount + network fee + service fee) moves from available to inFlight in the same commit that consumes the quote. The destination is screened again (screening_rejected, nothing changes). Refusals change nothing and leave the quote open: quote_expired, quote_consumed, insufficient_available, account_frozen, screening_rejected, not_found (field names the missing resource), conflict (allowlist entry still in its 24 h timelock or removed), invalid_request (entry or quote of another account, or entry on another network). ${STATES_DOC}`,
+        }),
+      },
+    )
+    .get('/withdrawals', ({ query, principal }) => service.listWithdrawals(runtime, principal.orgId, query), {
+      access: 'secret',
+      query: ListWithdrawalsQuery,
+      response: WithdrawalList,
+      detail: apiDoc('List withdrawals', 'Withdrawals', { description: `Filter by accountId and state. Ordered by creation; pass the last id of a page as after for the next. ${STATES_DOC}` }),
+    })
+    .get('/withdrawals/:id', ({ params, principal }) => service.getWithdrawal(runtime, principal.orgId, params.id), {
+      access: 'secret',
+      params: IdParams,
+      response: Withdrawal,
+      detail: apiDoc('Read a withdrawal', 'Withdrawals', { description: STATES_DOC }),
+    })
+    .post('/withdrawals/:id/approve', ({ params, principal }) => service.approveByKey(runtime, principal, params.id), {
+      access: 'secret',
+      params: IdParams,
+      response: Withdrawal,
+      detail: apiDoc('Approve a withdrawal with a second key', 'Withdrawals', {
+        description: `Needs a secret key (test key on sandbox) of the organization other than the one that created the withdrawal: the creating key, and keys linked to it by rotation, answer 403 permission_denied and change nothing. Operators approve through /ops/v1. ${NOT_PENDING_DOC}`,
+      }),
+    })
+    .post('/withdrawals/:id/reject', ({ params, body, principal }) => service.rejectByKey(runtime, principal, params.id, body?.reason), {
+      access: 'secret',
+      params: IdParams,
+      body: t.Optional(RejectBody),
+      response: Withdrawal,
+      detail: apiDoc('Reject (cancel) a withdrawal awaiting approval', 'Withdrawals', {
+        description: `Any secret key of the organization, including the creating one, may refuse: state rejected, the whole totalDebited back in available in the same commit. ${NOT_PENDING_DOC}`,
+      }),
+    })
+}
+
+/** Operator routes: the second approval through /ops/v1, and the queue of withdrawals waiting for it. */
+export function withdrawalsOpsRoutes(runtime: Runtime) {
+  return new Elysia({ name: 'kassa/ops-withdrawals', prefix: '/ops/v1' })
+    .get('/orgs/:orgId/withdrawals', ({ params, query }) => service.listWithdrawals(runtime, params.orgId, query), {
+      params: OrgParams,
+      query: ListWithdrawalsQuery,
+      response: WithdrawalList,
+      detail: opsDoc("List an organization's withdrawals", 'Filter with state=pending_approval for the approval queue.'),
+    })
+    .post(
+      '/orgs/:orgId/withdrawals/:id/approve',
+      ({ params, body }) => service.approveByOperator(runtime, params.orgId, params.id, body?.operator ?? 'operator'),
+      {
+        params: OrgWithdrawalParams,
+        body: t.Optional(OperatorActionBody),
+        response: Withdrawal,
+        detail: opsDoc('Approve a withdrawal as an operator', `The operator is the second approver. ${NOT_PENDING_DOC}`),
+      },
+    )
+    .post(
+      '/orgs/:orgId/withdrawals/:id/reject',
+      ({ params, body }) => service.rejectByOperator(runtime, params.orgId, params.id, body?.operator ?? 'operator', body?.reason),
+      {
+        params: OrgWithdrawalParams,
+        body: t.Optional(OperatorActionBody),
+        response: Withdrawal,
+        detail: opsDoc('Reject a withdrawal as an operator', `The whole totalDebited returns to available. ${NOT_PENDING_DOC}`),
+      },
+    )
+}
