@@ -1,0 +1,334 @@
+import { readFileSync } from 'node:fs'
+import { sql } from 'drizzle-orm'
+import { queryRows } from '../../../db/client.ts'
+import type { Runtime } from '../../runtime.ts'
+import { DELIVERY_ATTEMPTS_MAX, DELIVERY_TIMEOUT_MS, RETRY_DELAYS_SECONDS } from './model.ts'
+import { sendWebhook, type AttemptResult } from './sender.ts'
+import { registerAborter, urlPolicyOf, WEBHOOK_CHANNEL } from './service.ts'
+import { SIGNATURE_HEADER, signatureHeader } from './verify.ts'
+
+export interface WorkerOptions {
+  /** How often the worker looks for new events and due deliveries. */
+  pollIntervalMs: number
+  /** Attempts in flight in this process, over all endpoints. */
+  concurrencyMax: number
+  /** Attempts in flight in this process to any one endpoint, so a slow receiver holds few slots. */
+  perEndpointMax: number
+  /** Events fanned out per transaction. */
+  fanOutBatchMax: number
+  /**
+   * While an attempt runs its row is not due until this much later (on the organization's clock); a
+   * process that dies mid-attempt thus leaves a row that becomes due again by itself.
+   */
+  leaseSeconds: number
+}
+
+export const DEFAULT_WORKER_OPTIONS: WorkerOptions = {
+  pollIntervalMs: 100,
+  concurrencyMax: 64,
+  perEndpointMax: 4,
+  fanOutBatchMax: 500,
+  leaseSeconds: 30,
+}
+
+/** Due rows looked at per pass; the per-endpoint cap is applied among them. */
+const DUE_SCAN_MAX = 2000
+/** Fan-out transactions per pass at most, so one pass stays short under a backlog. */
+const FAN_OUT_ROUNDS_MAX = 20
+
+interface Claimed {
+  id: string
+  eventId: string
+  webhookId: string
+  orgId: string
+  attempts: number
+}
+
+interface AttemptContext {
+  event: { id: string; orgId: string | null; type: string; created: Date; data: Record<string, unknown> }
+  endpoint: { url: string; secret: string; previousSecret: string | null; previousSecretValidUntil: Date | null; deleted: boolean }
+}
+
+function toDate(value: string | Date): Date {
+  return value instanceof Date ? value : new Date(value)
+}
+
+/**
+ * The delivery worker: reads new events from the log after its durable cursor, fans each out to one
+ * delivery row per matching endpoint, and sends due deliveries. Nothing on a request path waits for
+ * it. Several instances may run it over one database: the cursor row serializes fan-out, and a
+ * conditional update claims each due row for exactly one instance.
+ */
+export class DeliveryWorker {
+  private readonly inFlight = new Map<string, { webhookId: string; controller: AbortController; done: Promise<void> }>()
+  private readonly perEndpoint = new Map<string, number>()
+  private timer: ReturnType<typeof setTimeout> | undefined
+  private ticking: Promise<void> | undefined
+  private again = false
+  private stopped = false
+  private readonly ca: Buffer | undefined
+  deliveredCount = 0
+
+  constructor(
+    private readonly runtime: Runtime,
+    private readonly options: WorkerOptions = DEFAULT_WORKER_OPTIONS,
+  ) {
+    this.ca = runtime.config.webhookCaFile ? readFileSync(runtime.config.webhookCaFile) : undefined
+  }
+
+  start(): void {
+    this.schedule(0)
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true
+    if (this.timer) clearTimeout(this.timer)
+    await this.ticking
+    // Attempts cut short here are not recorded; their lease runs out and they are attempted again.
+    for (const entry of this.inFlight.values()) entry.controller.abort()
+    await Promise.all([...this.inFlight.values()].map((entry) => entry.done))
+  }
+
+  /** Aborts this process's attempts in flight to an endpoint (it was deleted). */
+  abortEndpoint(webhookId: string): void {
+    for (const entry of this.inFlight.values()) if (entry.webhookId === webhookId) entry.controller.abort()
+  }
+
+  /** Runs a pass soon, without waiting for the poll interval. */
+  kick(): void {
+    if (this.stopped) return
+    if (this.ticking) {
+      this.again = true
+      return
+    }
+    this.schedule(0)
+  }
+
+  private schedule(delayMs: number): void {
+    if (this.stopped) return
+    if (this.timer) clearTimeout(this.timer)
+    this.timer = setTimeout(() => {
+      this.timer = undefined
+      this.ticking = this.pass().finally(() => {
+        this.ticking = undefined
+        const soon = this.again
+        this.again = false
+        this.schedule(soon ? 0 : this.options.pollIntervalMs)
+      })
+    }, delayMs)
+    this.timer.unref?.()
+  }
+
+  private async pass(): Promise<void> {
+    try {
+      for (let round = 0; round < FAN_OUT_ROUNDS_MAX && !this.stopped; round++) {
+        if ((await this.fanOut()) < this.options.fanOutBatchMax) break
+      }
+      if (!this.stopped) await this.dispatchDue()
+    } catch (error) {
+      if (!this.stopped) console.error('webhooks: delivery pass failed', error)
+    }
+  }
+
+  /**
+   * Moves the cursor over the next visible events and writes their delivery rows, in one
+   * transaction under the cursor's row lock. Visibility is the event log's: only events of
+   * transactions older than every running one, in (txid, seq) order, so none is ever passed over.
+   * An endpoint receives the events created from its own creation on.
+   */
+  async fanOut(): Promise<number> {
+    const wallNow = new Date(this.runtime.clock.wallNowMs()).toISOString()
+    return this.runtime.db.transaction(async (tx) => {
+      const [cursor] = await queryRows<{ txid: string; seq: string }>(
+        tx,
+        sql`select last_txid::text as txid, last_seq::text as seq from webhook_outbox_cursor where name = 'deliveries' for update`,
+      )
+      if (!cursor) throw new Error('the webhook outbox cursor row is missing (migration 0006 creates it)')
+      const [result] = await queryRows<{ events: number; last_txid: string | null; last_seq: string | null }>(
+        tx,
+        sql`with batch as (
+              select id, org_id, type, created_at, txid, seq from events
+              where txid < pg_snapshot_xmin(pg_current_snapshot()) and (txid, seq) > (${cursor.txid}::xid8, ${cursor.seq}::bigint)
+              order by txid, seq limit ${this.options.fanOutBatchMax}
+            ), fanned as (
+              insert into webhook_deliveries (event_id, webhook_id, org_id, status, attempts, next_attempt_at)
+              select b.id, w.id, w.org_id, 'pending', 0, ${wallNow}::timestamptz
+              from batch b join webhook_endpoints w on w.deleted_at is null
+                and (w.org_id = b.org_id or (b.org_id is null and b.type like 'vault.%'))
+                and w.created_at <= b.created_at
+                and ('*' = any(w.events) or b.type = any(w.events) or split_part(b.type, '.', 1) || '.*' = any(w.events))
+              on conflict (event_id, webhook_id) do nothing
+              returning 1
+            ), tail as (select txid, seq from batch order by txid desc, seq desc limit 1)
+            select (select count(*) from batch)::int as events, (select count(*) from fanned)::int as fanned,
+                   (select txid::text from tail) as last_txid, (select seq::text from tail) as last_seq`,
+      )
+      if (!result || result.events === 0 || result.last_txid === null) return 0
+      await tx.execute(
+        sql`update webhook_outbox_cursor set last_txid = ${result.last_txid}::xid8, last_seq = ${result.last_seq}::bigint, updated_at = now() where name = 'deliveries'`,
+      )
+      return Number(result.events)
+    })
+  }
+
+  private freeSlotsOf(webhookId: string): number {
+    return this.options.perEndpointMax - (this.perEndpoint.get(webhookId) ?? 0)
+  }
+
+  /** Claims due rows within this process's free slots and starts their attempts. */
+  async dispatchDue(): Promise<void> {
+    const free = this.options.concurrencyMax - this.inFlight.size
+    if (free <= 0) return
+    const wallNow = new Date(this.runtime.clock.wallNowMs()).toISOString()
+    const orgNow = sql`(${wallNow}::timestamptz + coalesce((select c.offset_ms from org_clocks c where c.org_id = d.org_id), 0) * interval '1 millisecond')`
+    const candidates = await queryRows<{ id: string; webhook_id: string }>(
+      this.runtime.db,
+      sql`select id::text as id, webhook_id from (
+            select id, webhook_id, next_attempt_at, row_number() over (partition by webhook_id order by next_attempt_at, id) as rank from (
+              select d.id, d.webhook_id, d.next_attempt_at from webhook_deliveries d
+              where d.status in ('pending', 'retrying')
+                and d.next_attempt_at <= ${wallNow}::timestamptz + (select coalesce(max(offset_ms), 0) from org_clocks) * interval '1 millisecond'
+                and d.next_attempt_at <= ${orgNow}
+              order by d.next_attempt_at limit ${DUE_SCAN_MAX}
+            ) due
+          ) ranked where rank <= ${this.options.perEndpointMax} order by next_attempt_at, id`,
+    )
+    const chosen: string[] = []
+    const planned = new Map<string, number>()
+    for (const candidate of candidates) {
+      if (chosen.length >= free) {
+        this.again = true
+        break
+      }
+      if (this.inFlight.has(candidate.id)) continue
+      const taken = planned.get(candidate.webhook_id) ?? 0
+      if (taken >= this.freeSlotsOf(candidate.webhook_id)) continue
+      planned.set(candidate.webhook_id, taken + 1)
+      chosen.push(candidate.id)
+    }
+    if (chosen.length === 0) return
+    const claimed = await queryRows<{ id: string; event_id: string; webhook_id: string; org_id: string; attempts: number }>(
+      this.runtime.db,
+      sql`update webhook_deliveries d
+            set attempts = d.attempts + 1, last_attempt_at = ${orgNow},
+                next_attempt_at = ${orgNow} + ${this.options.leaseSeconds} * interval '1 second'
+          where d.id in (${sql.join(chosen.map((id) => sql`${id}::bigint`), sql`, `)})
+            and d.status in ('pending', 'retrying') and d.next_attempt_at <= ${orgNow}
+          returning d.id::text as id, d.event_id, d.webhook_id, d.org_id, d.attempts`,
+    )
+    for (const row of claimed) {
+      this.startAttempt({ id: row.id, eventId: row.event_id, webhookId: row.webhook_id, orgId: row.org_id, attempts: Number(row.attempts) })
+    }
+  }
+
+  private startAttempt(delivery: Claimed): void {
+    const controller = new AbortController()
+    this.perEndpoint.set(delivery.webhookId, (this.perEndpoint.get(delivery.webhookId) ?? 0) + 1)
+    const done = this.attempt(delivery, controller.signal)
+      .catch((error) => {
+        if (!this.stopped) console.error(`webhooks: attempt of delivery ${delivery.id} failed to record`, error)
+      })
+      .finally(() => {
+        this.inFlight.delete(delivery.id)
+        const left = (this.perEndpoint.get(delivery.webhookId) ?? 1) - 1
+        if (left <= 0) this.perEndpoint.delete(delivery.webhookId)
+        else this.perEndpoint.set(delivery.webhookId, left)
+        this.kick()
+      })
+    this.inFlight.set(delivery.id, { webhookId: delivery.webhookId, controller, done })
+  }
+
+  private async loadContext(delivery: Claimed): Promise<AttemptContext | undefined> {
+    const [row] = await queryRows<Record<string, any>>(
+      this.runtime.db,
+      sql`select e.id, e.org_id, e.type, e.created_at, e.data, w.url, w.secret, w.previous_secret, w.previous_secret_valid_until, w.deleted_at
+          from events e, webhook_endpoints w where e.id = ${delivery.eventId} and w.id = ${delivery.webhookId}`,
+    )
+    if (!row) return undefined
+    return {
+      event: { id: row.id, orgId: row.org_id, type: row.type, created: toDate(row.created_at), data: typeof row.data === 'string' ? JSON.parse(row.data) : row.data },
+      endpoint: {
+        url: row.url,
+        secret: row.secret,
+        previousSecret: row.previous_secret,
+        previousSecretValidUntil: row.previous_secret_valid_until ? toDate(row.previous_secret_valid_until) : null,
+        deleted: row.deleted_at !== null,
+      },
+    }
+  }
+
+  private async attempt(delivery: Claimed, signal: AbortSignal): Promise<void> {
+    const context = await this.loadContext(delivery)
+    if (!context || context.endpoint.deleted) {
+      await this.record(delivery, { status: 'failed', statusCode: null, error: 'endpoint_deleted', nextAttemptAt: null })
+      return
+    }
+    const { event, endpoint } = context
+    const body = JSON.stringify({ id: event.id, orgId: event.orgId, type: event.type, created: event.created.toISOString(), data: event.data })
+    const secrets = [endpoint.secret]
+    if (endpoint.previousSecret && endpoint.previousSecretValidUntil && endpoint.previousSecretValidUntil.getTime() > this.runtime.clock.nowMs(delivery.orgId)) {
+      secrets.push(endpoint.previousSecret)
+    }
+    // The timestamp is the real time: the receiver compares it with its own clock.
+    const timestamp = Math.floor(this.runtime.clock.wallNowMs() / 1000)
+    const result = await sendWebhook(endpoint.url, body, {
+      policy: urlPolicyOf(this.runtime),
+      timeoutMs: DELIVERY_TIMEOUT_MS,
+      ca: this.ca,
+      signal,
+      headers: {
+        'content-type': 'application/json',
+        'user-agent': 'Kassa-Webhooks/1.0',
+        [SIGNATURE_HEADER.toLowerCase()]: signatureHeader(body, timestamp, secrets),
+        'x-service-event-id': event.id,
+      },
+    })
+    if (result.kind === 'aborted') return
+    await this.record(delivery, this.outcomeOf(delivery, result))
+  }
+
+  private outcomeOf(delivery: Claimed, result: Exclude<AttemptResult, { kind: 'aborted' }>): Outcome {
+    const statusCode = result.kind === 'answered' ? result.statusCode : null
+    if (statusCode !== null && statusCode >= 200 && statusCode < 300) return { status: 'delivered', statusCode, error: null, nextAttemptAt: null }
+    const error = result.kind === 'answered' ? `http_${statusCode}` : result.kind === 'timeout' ? 'timeout' : `${result.kind}: ${result.message}`
+    if (statusCode !== null && statusCode >= 400 && statusCode < 500) return { status: 'failed', statusCode, error, nextAttemptAt: null }
+    if (delivery.attempts >= DELIVERY_ATTEMPTS_MAX) return { status: 'failed', statusCode, error, nextAttemptAt: null }
+    const delaySeconds = RETRY_DELAYS_SECONDS[delivery.attempts - 1]!
+    return { status: 'retrying', statusCode, error, nextAttemptAt: new Date(this.runtime.clock.nowMs(delivery.orgId) + delaySeconds * 1000) }
+  }
+
+  /** Guarded by the attempt number: an attempt superseded by a resend or a deletion records nothing. */
+  private async record(delivery: Claimed, outcome: Outcome): Promise<void> {
+    if (this.stopped) return
+    await this.runtime.db.execute(
+      sql`update webhook_deliveries set status = ${outcome.status}, last_status_code = ${outcome.statusCode}, last_error = ${outcome.error},
+            next_attempt_at = ${outcome.nextAttemptAt ? outcome.nextAttemptAt.toISOString() : null}::timestamptz
+          where id = ${delivery.id}::bigint and attempts = ${delivery.attempts} and status in ('pending', 'retrying')`,
+    )
+    if (outcome.status === 'delivered') this.deliveredCount += 1
+  }
+}
+
+interface Outcome {
+  status: 'delivered' | 'retrying' | 'failed'
+  statusCode: number | null
+  error: string | null
+  nextAttemptAt: Date | null
+}
+
+const workers = new WeakMap<Runtime, DeliveryWorker>()
+
+export function deliveryWorkerOf(runtime: Runtime): DeliveryWorker | undefined {
+  return workers.get(runtime)
+}
+
+/** Starts this instance's worker (unless WEBHOOK_DELIVERY=false) and registers its stop. */
+export async function startWebhookDelivery(runtime: Runtime, options: WorkerOptions = DEFAULT_WORKER_OPTIONS): Promise<void> {
+  if (!runtime.config.webhookDelivery) return
+  const worker = new DeliveryWorker(runtime, options)
+  workers.set(runtime, worker)
+  registerAborter(runtime, (webhookId) => worker.abortEndpoint(webhookId))
+  await runtime.database.listen(WEBHOOK_CHANNEL, (webhookId) => worker.abortEndpoint(webhookId))
+  worker.start()
+  runtime.stoppers.push(() => worker.stop())
+}
