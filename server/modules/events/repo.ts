@@ -69,7 +69,7 @@ export async function listEventsInLog(
   const rows = await queryRows<RawEvent>(
     executor,
     sql`select seq::text as seq, txid::text as txid, id, org_id, type, data, created_at from events
-        where ${sql.join(conditions, sql` and `)} order by txid, seq limit ${filter.limit}`,
+        where ${sql.join(conditions, sql` and `)} order by events.txid, events.seq limit ${filter.limit}`,
   )
   return rows.map(toRecord)
 }
