@@ -134,7 +134,8 @@ export class DeliveryWorker {
    * Moves the cursor over the next visible events and writes their delivery rows, in one
    * transaction under the cursor's row lock. Visibility is the event log's: only events of
    * transactions older than every running one, in (txid, seq) order, so none is ever passed over.
-   * An endpoint receives the events created from its own creation on.
+   * An endpoint receives its organization's events created from its own creation on (both on the
+   * organization's clock), and the platform-wide vault events fanned out while it exists.
    */
   async fanOut(): Promise<number> {
     const wallNow = new Date(this.runtime.clock.wallNowMs()).toISOString()
@@ -155,7 +156,9 @@ export class DeliveryWorker {
               select b.id, w.id, w.org_id, 'pending', 0, ${wallNow}::timestamptz
               from batch b join webhook_endpoints w on w.deleted_at is null
                 and (w.org_id = b.org_id or (b.org_id is null and b.type like 'vault.%'))
-                and w.created_at <= b.created_at
+                -- Organization events and endpoints share the organization's clock; platform events
+                -- are stamped by the platform, so they are not compared with a sandbox clock.
+                and (b.org_id is null or w.created_at <= b.created_at)
                 and ('*' = any(w.events) or b.type = any(w.events) or split_part(b.type, '.', 1) || '.*' = any(w.events))
               on conflict (event_id, webhook_id) do nothing
               returning 1
