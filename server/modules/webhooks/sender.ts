@@ -16,6 +16,11 @@ export interface SendOptions {
   ca?: string | Buffer
   signal: AbortSignal
   headers: Record<string, string>
+  /**
+   * A keep-alive agent: connections are pooled per (address, port, SNI name, CA), so a pooled
+   * connection is always one to an address that was checked.
+   */
+  agent?: https.Agent
 }
 
 /** Answers are read and thrown away; at most this much is read before the connection is dropped. */
@@ -43,12 +48,13 @@ export async function sendWebhook(rawUrl: string, body: string, options: SendOpt
   if (options.signal.aborted) return { kind: 'aborted' }
   return new Promise<AttemptResult>((resolve) => {
     let settled = false
-    const finish = (result: AttemptResult) => {
+    // A complete answer leaves the connection to the agent for reuse; anything else closes it.
+    const finish = (result: AttemptResult, complete = false) => {
       if (settled) return
       settled = true
       clearTimeout(timer)
       options.signal.removeEventListener('abort', onAbort)
-      request.destroy()
+      if (!complete) request.destroy()
       resolve(result)
     }
     const literal = isIP(hostname) !== 0
@@ -62,7 +68,7 @@ export async function sendWebhook(rawUrl: string, body: string, options: SendOpt
         ...(literal ? {} : { servername: hostname }),
         ca: options.ca,
         headers: { ...options.headers, host: url.host, 'content-length': String(Buffer.byteLength(body)) },
-        agent: false,
+        agent: options.agent ?? false,
       },
       (response) => {
         let received = 0
@@ -70,7 +76,7 @@ export async function sendWebhook(rawUrl: string, body: string, options: SendOpt
           received += chunk.length
           if (received > RESPONSE_BYTES_MAX) finish({ kind: 'answered', statusCode: response.statusCode ?? 0 })
         })
-        response.on('end', () => finish({ kind: 'answered', statusCode: response.statusCode ?? 0 }))
+        response.on('end', () => finish({ kind: 'answered', statusCode: response.statusCode ?? 0 }, true))
         response.on('error', (error) => finish({ kind: 'connection_error', message: error.message }))
       },
     )

@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs'
+import https from 'node:https'
 import { sql } from 'drizzle-orm'
 import { queryRows } from '../../../db/client.ts'
 import type { Runtime } from '../../runtime.ts'
@@ -26,11 +27,13 @@ export interface WorkerOptions {
 export const DEFAULT_WORKER_OPTIONS: WorkerOptions = {
   pollIntervalMs: 100,
   concurrencyMax: 64,
-  perEndpointMax: 4,
+  perEndpointMax: 8,
   fanOutBatchMax: 500,
   leaseSeconds: 30,
 }
 
+/** How long a kick waits for more slots to free before claiming. */
+const KICK_DELAY_MS = 5
 /** Due rows looked at per pass; the per-endpoint cap is applied among them. */
 const DUE_SCAN_MAX = 2000
 /** Fan-out transactions per pass at most, so one pass stays short under a backlog. */
@@ -65,8 +68,14 @@ export class DeliveryWorker {
   private timer: ReturnType<typeof setTimeout> | undefined
   private ticking: Promise<void> | undefined
   private again = false
+  private nextFullAt = 0
+  private kickPending = false
   private stopped = false
   private readonly ca: Buffer | undefined
+  private readonly outcomes: Array<{ delivery: Claimed; outcome: Outcome; resolve: () => void; reject: (error: unknown) => void }> = []
+  private flushing: Promise<void> | undefined
+  /** Keeps connections to receivers open between attempts; at most `perEndpointMax` per receiver. */
+  private readonly agent: https.Agent
   deliveredCount = 0
 
   constructor(
@@ -74,6 +83,7 @@ export class DeliveryWorker {
     private readonly options: WorkerOptions = DEFAULT_WORKER_OPTIONS,
   ) {
     this.ca = runtime.config.webhookCaFile ? readFileSync(runtime.config.webhookCaFile) : undefined
+    this.agent = new https.Agent({ keepAlive: true, maxSockets: options.perEndpointMax, maxFreeSockets: options.perEndpointMax, timeout: 30_000 })
   }
 
   start(): void {
@@ -87,6 +97,16 @@ export class DeliveryWorker {
     // Attempts cut short here are not recorded; their lease runs out and they are attempted again.
     for (const entry of this.inFlight.values()) entry.controller.abort()
     await Promise.all([...this.inFlight.values()].map((entry) => entry.done))
+    await this.flushing
+    this.agent.destroy()
+  }
+
+  /** Resolves once no attempt of this process is in flight and every outcome is written. */
+  async settled(): Promise<void> {
+    while (this.inFlight.size > 0 || this.flushing !== undefined || this.outcomes.length > 0) {
+      await Promise.all([...this.inFlight.values()].map((entry) => entry.done))
+      await this.flushing
+    }
   }
 
   /** Aborts this process's attempts in flight to an endpoint (it was deleted). */
@@ -94,14 +114,19 @@ export class DeliveryWorker {
     for (const entry of this.inFlight.values()) if (entry.webhookId === webhookId) entry.controller.abort()
   }
 
-  /** Runs a pass soon, without waiting for the poll interval. */
+  /**
+   * Runs a pass soon, without waiting for the poll interval. Slots freed within a few milliseconds
+   * are claimed together, so a busy worker makes one claim per batch rather than per answer.
+   */
   kick(): void {
     if (this.stopped) return
     if (this.ticking) {
       this.again = true
       return
     }
-    this.schedule(0)
+    if (this.kickPending) return
+    this.kickPending = true
+    this.schedule(KICK_DELAY_MS)
   }
 
   private schedule(delayMs: number): void {
@@ -109,19 +134,23 @@ export class DeliveryWorker {
     if (this.timer) clearTimeout(this.timer)
     this.timer = setTimeout(() => {
       this.timer = undefined
-      this.ticking = this.pass().finally(() => {
+      this.kickPending = false
+      // Fan-out runs once per poll interval; passes in between (after a kick) only dispatch.
+      const full = Date.now() >= this.nextFullAt
+      if (full) this.nextFullAt = Date.now() + this.options.pollIntervalMs
+      this.ticking = this.pass(full).finally(() => {
         this.ticking = undefined
         const soon = this.again
         this.again = false
-        this.schedule(soon ? 0 : this.options.pollIntervalMs)
+        this.schedule(soon ? KICK_DELAY_MS : Math.max(0, this.nextFullAt - Date.now()))
       })
     }, delayMs)
     this.timer.unref?.()
   }
 
-  private async pass(): Promise<void> {
+  private async pass(full: boolean): Promise<void> {
     try {
-      for (let round = 0; round < FAN_OUT_ROUNDS_MAX && !this.stopped; round++) {
+      for (let round = 0; full && round < FAN_OUT_ROUNDS_MAX && !this.stopped; round++) {
         if ((await this.fanOut()) < this.options.fanOutBatchMax) break
       }
       if (!this.stopped) await this.dispatchDue()
@@ -219,53 +248,63 @@ export class DeliveryWorker {
             and d.status in ('pending', 'retrying') and d.next_attempt_at <= ${orgNow}
           returning d.id::text as id, d.event_id, d.webhook_id, d.org_id, d.attempts`,
     )
+    if (claimed.length === 0) return
+    const contexts = await this.loadContexts(claimed.map((row) => row.id))
     for (const row of claimed) {
-      this.startAttempt({ id: row.id, eventId: row.event_id, webhookId: row.webhook_id, orgId: row.org_id, attempts: Number(row.attempts) })
+      this.startAttempt({ id: row.id, eventId: row.event_id, webhookId: row.webhook_id, orgId: row.org_id, attempts: Number(row.attempts) }, contexts.get(row.id))
     }
   }
 
-  private startAttempt(delivery: Claimed): void {
+  private startAttempt(delivery: Claimed, context: AttemptContext | undefined): void {
     const controller = new AbortController()
     this.perEndpoint.set(delivery.webhookId, (this.perEndpoint.get(delivery.webhookId) ?? 0) + 1)
-    const done = this.attempt(delivery, controller.signal)
+    const release = () => {
+      if (!this.inFlight.delete(delivery.id)) return
+      const left = (this.perEndpoint.get(delivery.webhookId) ?? 1) - 1
+      if (left <= 0) this.perEndpoint.delete(delivery.webhookId)
+      else this.perEndpoint.set(delivery.webhookId, left)
+      this.kick()
+    }
+    const done = (async () => {
+      const outcome = await this.attempt(delivery, context, controller.signal)
+      // The slot frees as soon as the receiver has answered; the row stays leased until written.
+      release()
+      if (outcome !== undefined) await this.record(delivery, outcome)
+    })()
       .catch((error) => {
-        if (!this.stopped) console.error(`webhooks: attempt of delivery ${delivery.id} failed to record`, error)
+        if (!this.stopped) console.error(`webhooks: attempt of delivery ${delivery.id} failed`, error)
       })
-      .finally(() => {
-        this.inFlight.delete(delivery.id)
-        const left = (this.perEndpoint.get(delivery.webhookId) ?? 1) - 1
-        if (left <= 0) this.perEndpoint.delete(delivery.webhookId)
-        else this.perEndpoint.set(delivery.webhookId, left)
-        this.kick()
-      })
+      .finally(release)
     this.inFlight.set(delivery.id, { webhookId: delivery.webhookId, controller, done })
   }
 
-  private async loadContext(delivery: Claimed): Promise<AttemptContext | undefined> {
-    const [row] = await queryRows<Record<string, any>>(
+  /** The event and endpoint of each claimed delivery, in one query. */
+  private async loadContexts(deliveryIds: string[]): Promise<Map<string, AttemptContext>> {
+    const rows = await queryRows<Record<string, any>>(
       this.runtime.db,
-      sql`select e.id, e.org_id, e.type, e.created_at, e.data, w.url, w.secret, w.previous_secret, w.previous_secret_valid_until, w.deleted_at
-          from events e, webhook_endpoints w where e.id = ${delivery.eventId} and w.id = ${delivery.webhookId}`,
+      sql`select d.id::text as delivery_id, e.id, e.org_id, e.type, e.created_at, e.data, w.url, w.secret, w.previous_secret, w.previous_secret_valid_until, w.deleted_at
+          from webhook_deliveries d join events e on e.id = d.event_id join webhook_endpoints w on w.id = d.webhook_id
+          where d.id in (${sql.join(deliveryIds.map((id) => sql`${id}::bigint`), sql`, `)})`,
     )
-    if (!row) return undefined
-    return {
-      event: { id: row.id, orgId: row.org_id, type: row.type, created: toDate(row.created_at), data: typeof row.data === 'string' ? JSON.parse(row.data) : row.data },
-      endpoint: {
-        url: row.url,
-        secret: row.secret,
-        previousSecret: row.previous_secret,
-        previousSecretValidUntil: row.previous_secret_valid_until ? toDate(row.previous_secret_valid_until) : null,
-        deleted: row.deleted_at !== null,
-      },
+    const contexts = new Map<string, AttemptContext>()
+    for (const row of rows) {
+      contexts.set(row.delivery_id, {
+        event: { id: row.id, orgId: row.org_id, type: row.type, created: toDate(row.created_at), data: typeof row.data === 'string' ? JSON.parse(row.data) : row.data },
+        endpoint: {
+          url: row.url,
+          secret: row.secret,
+          previousSecret: row.previous_secret,
+          previousSecretValidUntil: row.previous_secret_valid_until ? toDate(row.previous_secret_valid_until) : null,
+          deleted: row.deleted_at !== null,
+        },
+      })
     }
+    return contexts
   }
 
-  private async attempt(delivery: Claimed, signal: AbortSignal): Promise<void> {
-    const context = await this.loadContext(delivery)
-    if (!context || context.endpoint.deleted) {
-      await this.record(delivery, { status: 'failed', statusCode: null, error: 'endpoint_deleted', nextAttemptAt: null })
-      return
-    }
+  /** One attempt; answers the outcome to record, or undefined when it was aborted. */
+  private async attempt(delivery: Claimed, context: AttemptContext | undefined, signal: AbortSignal): Promise<Outcome | undefined> {
+    if (!context || context.endpoint.deleted) return { status: 'failed', statusCode: null, error: 'endpoint_deleted', nextAttemptAt: null }
     const { event, endpoint } = context
     const body = JSON.stringify({ id: event.id, orgId: event.orgId, type: event.type, created: event.created.toISOString(), data: event.data })
     const secrets = [endpoint.secret]
@@ -278,6 +317,7 @@ export class DeliveryWorker {
       policy: urlPolicyOf(this.runtime),
       timeoutMs: DELIVERY_TIMEOUT_MS,
       ca: this.ca,
+      agent: this.agent,
       signal,
       headers: {
         'content-type': 'application/json',
@@ -286,8 +326,8 @@ export class DeliveryWorker {
         'x-service-event-id': event.id,
       },
     })
-    if (result.kind === 'aborted') return
-    await this.record(delivery, this.outcomeOf(delivery, result))
+    if (result.kind === 'aborted') return undefined
+    return this.outcomeOf(delivery, result)
   }
 
   private outcomeOf(delivery: Claimed, result: Exclude<AttemptResult, { kind: 'aborted' }>): Outcome {
@@ -300,15 +340,42 @@ export class DeliveryWorker {
     return { status: 'retrying', statusCode, error, nextAttemptAt: new Date(this.runtime.clock.nowMs(delivery.orgId) + delaySeconds * 1000) }
   }
 
-  /** Guarded by the attempt number: an attempt superseded by a resend or a deletion records nothing. */
-  private async record(delivery: Claimed, outcome: Outcome): Promise<void> {
-    if (this.stopped) return
-    await this.runtime.db.execute(
-      sql`update webhook_deliveries set status = ${outcome.status}, last_status_code = ${outcome.statusCode}, last_error = ${outcome.error},
-            next_attempt_at = ${outcome.nextAttemptAt ? outcome.nextAttemptAt.toISOString() : null}::timestamptz
-          where id = ${delivery.id}::bigint and attempts = ${delivery.attempts} and status in ('pending', 'retrying')`,
-    )
-    if (outcome.status === 'delivered') this.deliveredCount += 1
+  /**
+   * Outcomes are written in batches: whatever finished while the previous write ran goes in the
+   * next single statement. Guarded by the attempt number and status: an attempt superseded by a
+   * resend or a deletion records nothing. Until written, the row's lease keeps it from being due.
+   */
+  private record(delivery: Claimed, outcome: Outcome): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      this.outcomes.push({ delivery, outcome, resolve, reject })
+      if (!this.flushing) this.flushing = this.flushOutcomes().finally(() => (this.flushing = undefined))
+    })
+  }
+
+  private async flushOutcomes(): Promise<void> {
+    while (this.outcomes.length > 0) {
+      const batch = this.outcomes.splice(0, 500)
+      const values = sql.join(
+        batch.map(
+          ({ delivery, outcome }) =>
+            sql`(${delivery.id}::bigint, ${delivery.attempts}::int, ${outcome.status}, ${outcome.statusCode}::int, ${outcome.error}, ${outcome.nextAttemptAt ? outcome.nextAttemptAt.toISOString() : null}::timestamptz)`,
+        ),
+        sql`, `,
+      )
+      try {
+        await this.runtime.db.execute(
+          sql`update webhook_deliveries d set status = v.status, last_status_code = v.status_code, last_error = v.error, next_attempt_at = v.next_attempt_at
+              from (values ${values}) as v(id, attempts, status, status_code, error, next_attempt_at)
+              where d.id = v.id and d.attempts = v.attempts and d.status in ('pending', 'retrying')`,
+        )
+        for (const entry of batch) {
+          if (entry.outcome.status === 'delivered') this.deliveredCount += 1
+          entry.resolve()
+        }
+      } catch (error) {
+        for (const entry of batch) entry.reject(error)
+      }
+    }
   }
 }
 
