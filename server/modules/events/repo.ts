@@ -35,11 +35,25 @@ function toRecord(row: RawEvent): EventRecord {
 }
 
 /**
- * Rows of the organization's log: its own events and the platform-wide ones (org_id null).
- * Ordered by (txid, seq) and limited to transactions older than every transaction still running
- * (`pg_snapshot_xmin`), so no later read can find an event before one already served.
+ * The visibility horizon of the log: every transaction with a smaller id has finished, and every
+ * transaction still to commit has a larger one, so rows below it are final and what is served is
+ * always a prefix of the final (txid, seq) order.
+ *
+ * It is the oldest transaction still running in this database, or the snapshot's xmax when none is.
+ * `pg_snapshot_xmin` alone would do, but it is cluster-wide: a long write transaction in another
+ * database on the same server would hold this log back. Transactions that `pg_stat_activity` places
+ * in another database are therefore left out; any running transaction it cannot place (no
+ * permission to see it, or gone from the view) counts as ours, which delays but never skips.
  */
-export const VISIBLE_EVENT = sql`txid < pg_snapshot_xmin(pg_current_snapshot())`
+export const VISIBILITY_HORIZON = sql`(select coalesce(
+    (select min(running) from pg_snapshot_xip(pg_current_snapshot()) as running
+      where (running::text::bigint % 4294967296) not in (
+        select backend_xid::text::bigint from pg_stat_activity
+        where datname is distinct from current_database() and backend_xid is not null)),
+    pg_snapshot_xmax(pg_current_snapshot())))`
+
+/** Rows of finished transactions only (see `VISIBILITY_HORIZON`). */
+export const VISIBLE_EVENT = sql`txid < ${VISIBILITY_HORIZON}`
 
 function inLogOf(orgId: string): SQL {
   return sql`(org_id = ${orgId} or org_id is null)`

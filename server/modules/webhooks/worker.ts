@@ -3,6 +3,7 @@ import https from 'node:https'
 import { sql } from 'drizzle-orm'
 import { queryRows } from '../../../db/client.ts'
 import type { Runtime } from '../../runtime.ts'
+import { VISIBLE_EVENT } from '../events/repo.ts'
 import { DELIVERY_ATTEMPTS_MAX, DELIVERY_TIMEOUT_MS, RETRY_DELAYS_SECONDS } from './model.ts'
 import { sendWebhook, type AttemptResult } from './sender.ts'
 import { registerAborter, urlPolicyOf, WEBHOOK_CHANNEL } from './service.ts'
@@ -178,7 +179,7 @@ export class DeliveryWorker {
         tx,
         sql`with batch as (
               select id, org_id, type, created_at, txid, seq from events
-              where txid < pg_snapshot_xmin(pg_current_snapshot()) and (txid, seq) > (${cursor.txid}::xid8, ${cursor.seq}::bigint)
+              where ${VISIBLE_EVENT} and (txid, seq) > (${cursor.txid}::xid8, ${cursor.seq}::bigint)
               order by txid, seq limit ${this.options.fanOutBatchMax}
             ), fanned as (
               insert into webhook_deliveries (event_id, webhook_id, org_id, status, attempts, next_attempt_at)
