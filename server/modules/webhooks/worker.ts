@@ -10,8 +10,10 @@ import { registerAborter, urlPolicyOf, WEBHOOK_CHANNEL } from './service.ts'
 import { SIGNATURE_HEADER, signatureHeader } from './verify.ts'
 
 export interface WorkerOptions {
-  /** How often the worker looks for new events and due deliveries. */
+  /** How often the worker looks for new events and due deliveries while there is work. */
   pollIntervalMs: number
+  /** The same, once a pass found nothing to do (an idle instance costs the database less). */
+  idlePollIntervalMs: number
   /** Attempts in flight in this process, over all endpoints. */
   concurrencyMax: number
   /** Attempts in flight in this process to any one endpoint, so a slow receiver holds few slots. */
@@ -27,6 +29,7 @@ export interface WorkerOptions {
 
 export const DEFAULT_WORKER_OPTIONS: WorkerOptions = {
   pollIntervalMs: 100,
+  idlePollIntervalMs: 250,
   concurrencyMax: 64,
   perEndpointMax: 8,
   fanOutBatchMax: 500,
@@ -71,6 +74,8 @@ export class DeliveryWorker {
   private again = false
   private nextFullAt = 0
   private kickPending = false
+  /** Whether the current pass found events or due deliveries. */
+  private busy = false
   private stopped = false
   private readonly ca: Buffer | undefined
   private readonly outcomes: Array<{ delivery: Claimed; outcome: Outcome; resolve: () => void; reject: (error: unknown) => void }> = []
@@ -139,10 +144,12 @@ export class DeliveryWorker {
       // Fan-out runs once per poll interval; passes in between (after a kick) only dispatch.
       const full = Date.now() >= this.nextFullAt
       if (full) this.nextFullAt = Date.now() + this.options.pollIntervalMs
+      this.busy = false
       this.ticking = this.pass(full).finally(() => {
         this.ticking = undefined
         const soon = this.again
         this.again = false
+        if (full && !this.busy) this.nextFullAt = Date.now() + this.options.idlePollIntervalMs
         this.schedule(soon ? KICK_DELAY_MS : Math.max(0, this.nextFullAt - Date.now()))
       })
     }, delayMs)
@@ -152,7 +159,9 @@ export class DeliveryWorker {
   private async pass(full: boolean): Promise<void> {
     try {
       for (let round = 0; full && round < FAN_OUT_ROUNDS_MAX && !this.stopped; round++) {
-        if ((await this.fanOut()) < this.options.fanOutBatchMax) break
+        const fanned = await this.fanOut()
+        if (fanned > 0) this.busy = true
+        if (fanned < this.options.fanOutBatchMax) break
       }
       if (!this.stopped) await this.dispatchDue()
     } catch (error) {
@@ -240,6 +249,7 @@ export class DeliveryWorker {
       chosen.push(candidate.id)
     }
     if (chosen.length === 0) return
+    this.busy = true
     const claimed = await queryRows<{ id: string; event_id: string; webhook_id: string; org_id: string; attempts: number }>(
       this.runtime.db,
       sql`update webhook_deliveries d
