@@ -14,6 +14,9 @@ import { holdsRoutes } from './modules/holds/routes.ts'
 import { paymentsRoutes } from './modules/payments/routes.ts'
 import { startPayments } from './modules/payments/service.ts'
 import { startHoldExpiry } from './modules/holds/service.ts'
+import { eventsOpsRoutes, eventsRoutes } from './modules/events/routes.ts'
+import { webhooksRoutes } from './modules/webhooks/routes.ts'
+import { startWebhookDelivery } from './modules/webhooks/worker.ts'
 import { quotesRoutes } from './modules/quotes/routes.ts'
 import { orgsOpsRoutes } from './modules/orgs/routes.ts'
 import { sandboxRoutes } from './modules/sandbox/routes.ts'
@@ -59,6 +62,9 @@ export function buildApp(runtime: Runtime) {
     .use(allowlistRoutes(runtime, access))
     .use(withdrawalsRoutes(runtime, access))
     .use(withdrawalsOpsRoutes(runtime))
+    .use(webhooksRoutes(runtime, access))
+    .use(eventsRoutes(runtime, access))
+    .use(eventsOpsRoutes(runtime))
   if (runtime.config.serviceEnv === 'sandbox') {
     app = app.use(sandboxRoutes(runtime, access)).use(sandboxFundingRoutes(runtime, access)).use(sandboxChainRoutes(runtime, access)) as unknown as typeof app
   }
@@ -85,6 +91,8 @@ export async function createApp(config: Config, options: RuntimeOptions = {}): P
   // Payments own some holds; they must be known before the hold sweeper starts.
   await startPayments(runtime)
   const app = buildApp(runtime)
+  // Delivery runs beside the request path and never inside it: requests only write events.
+  await startWebhookDelivery(runtime)
   return {
     app,
     runtime,

@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs'
 import { resolve } from 'node:path'
 import { canonicalBlocklistEntry } from './modules/screening/screening.ts'
 
@@ -17,6 +18,13 @@ export interface Config {
   bodyLimitBytes: number
   /** Test-only: lets webhook endpoints point at loopback receivers. Production refuses it. */
   allowLoopbackWebhooks: boolean
+  /**
+   * Test-only: a PEM file of an extra certificate authority trusted for webhook deliveries (the
+   * tests' self-signed receivers). Production refuses it; real receivers use public CAs.
+   */
+  webhookCaFile: string | undefined
+  /** Whether this instance runs the webhook delivery worker (several instances may share the work). */
+  webhookDelivery: boolean
   /** Group commit on the ledger writer; off means one database transaction per operation. */
   groupCommit: boolean
   /** Largest number of connections the postgres.js pool opens. */
@@ -107,6 +115,14 @@ function readDepositKeySeed(env: Environment): string {
   return raw.toLowerCase()
 }
 
+function readCaFile(env: Environment): string | undefined {
+  const raw = env.WEBHOOK_CA_FILE
+  if (raw === undefined || raw === '') return undefined
+  const path = resolve(raw)
+  if (!existsSync(path)) throw new ConfigError(`WEBHOOK_CA_FILE must name a readable PEM file, got "${raw}"`)
+  return path
+}
+
 /**
  * Reads and validates the whole configuration at once, so a bad value stops the start with one
  * clear message instead of surfacing as a strange failure later.
@@ -133,6 +149,8 @@ export function loadConfig(env: Environment = process.env): Config {
     rateLimitStore: readChoice(env, 'RATE_LIMIT_STORE', ['memory', 'postgres'] as const, databaseUrl ? 'postgres' : 'memory'),
     bodyLimitBytes: readInteger(env, 'BODY_LIMIT_BYTES', 256 * 1024, 1024, 16 * 1024 * 1024),
     allowLoopbackWebhooks: readBoolean(env, 'ALLOW_LOOPBACK_WEBHOOKS', false),
+    webhookCaFile: readCaFile(env),
+    webhookDelivery: readBoolean(env, 'WEBHOOK_DELIVERY', true),
     groupCommit: readBoolean(env, 'GROUP_COMMIT', true),
     databasePoolMax: readInteger(env, 'DATABASE_POOL_MAX', 10, 1, 200),
     logRequests: readBoolean(env, 'LOG_REQUESTS', false),
@@ -151,6 +169,7 @@ export function assertProductionSafe(config: Config): void {
   if (config.operatorToken === undefined) problems.push('OPERATOR_TOKEN is required (it is generated only in sandbox)')
   if (config.allowLoopbackWebhooks) problems.push('ALLOW_LOOPBACK_WEBHOOKS is a test-only setting')
   if (config.depositKeySeedHex === SANDBOX_DEPOSIT_KEY_SEED_HEX) problems.push('DEPOSIT_KEY_SEED is required (the sandbox seed is public)')
+  if (config.webhookCaFile !== undefined) problems.push('WEBHOOK_CA_FILE is a test-only setting (receivers must use publicly trusted certificates)')
   if (problems.length > 0) {
     throw new ConfigError(`production refuses to start: ${problems.join('; ')}`)
   }
@@ -167,6 +186,8 @@ export function configForTests(overrides: Partial<Config> = {}): Config {
     rateLimitStore: 'memory',
     bodyLimitBytes: 256 * 1024,
     allowLoopbackWebhooks: true,
+    webhookCaFile: undefined,
+    webhookDelivery: true,
     groupCommit: true,
     databasePoolMax: 10,
     logRequests: false,
