@@ -40,7 +40,7 @@ export interface ServerProcess {
 
 /** Starts `bun server/main.ts` and answers once it listens. */
 export async function startServer(env: Record<string, string>): Promise<ServerProcess> {
-  const child = Bun.spawn(['./node_modules/.bin/bun', 'server/main.ts'], {
+  const child = Bun.spawn(['./node_modules/.bin/bun', ...(process.env.BENCH_SERVER_BUN_ARGS ? process.env.BENCH_SERVER_BUN_ARGS.split(' ') : []), 'server/main.ts'], {
     env: { ...process.env, PORT: '0', HOST: '127.0.0.1', OPERATOR_TOKEN, DATABASE_POOL_MAX: '20', ...env },
     stdout: 'pipe',
     stderr: 'inherit',

@@ -1,5 +1,6 @@
 import { and, eq, inArray, sql } from 'drizzle-orm'
 import type { IdempotencyRow } from '../platform/idempotency.ts'
+import { bulkInsert, upsertTail } from '../../db/bulk.ts'
 import { queryRows, type Database, type Transaction } from '../../db/client.ts'
 import { chainArrivals, deposits, events, holds, idempotencyRecords, ledgerBalances, ledgerMovements, ledgerPostings, payments, transfers } from '../../db/schema/index.ts'
 import { assert } from '../lib/assert.ts'
@@ -250,32 +251,32 @@ export class GroupCommitWriter {
     await this.runGuardedWrites(tx, batch)
     const ops = batch.map((item) => item.op)
     let written: HotBalance[] = []
-    const balances = this.balanceStatements(tx, batch, (rows) => {
+    const balances = this.balanceStatement(tx, batch, (rows) => {
       written = rows
     })
     const independent: Statement[] = [
+      () => tx.execute(bulkInsert(ledgerMovements, ops.map((op) => ({ id: op.movementId, orgId: op.orgId, kind: op.movementKind, reference: op.reference, createdAt: op.createdAt })))),
       () =>
-        tx.insert(ledgerMovements).values(
-          ops.map((op) => ({ id: op.movementId, orgId: op.orgId, kind: op.movementKind, reference: op.reference, createdAt: op.createdAt })),
-        ),
-      () =>
-        tx.insert(ledgerPostings).values(
-          ops.flatMap((op) =>
-            op.postings.map((posting, leg) => ({
-              movementId: op.movementId,
-              leg,
-              orgId: op.orgId,
-              accountId: posting.accountId,
-              bucket: posting.bucket,
-              asset: posting.asset,
-              amount: posting.amountMinor,
-            })),
+        tx.execute(
+          bulkInsert(
+            ledgerPostings,
+            ops.flatMap((op) =>
+              op.postings.map((posting, leg) => ({
+                movementId: op.movementId,
+                leg,
+                orgId: op.orgId,
+                accountId: posting.accountId,
+                bucket: posting.bucket,
+                asset: posting.asset,
+                amount: posting.amountMinor,
+              })),
+            ),
           ),
         ),
-      balances.create,
+      balances,
       ...this.domainStatements(tx, ops),
     ]
-    await runPhases([independent, [balances.update]], this.options.pipeline)
+    await runPhases([independent], this.options.pipeline)
     this.assertCommitPoint(written)
   }
 
@@ -335,40 +336,56 @@ export class GroupCommitWriter {
     item.op.revert?.()
   }
 
-  /** Two statements: create missing balance rows at zero, then add the batch's deltas to every row. */
-  private balanceStatements(tx: Transaction, batch: Queued[], read: (rows: HotBalance[]) => void): { create: Statement; update: Statement } {
+  /**
+   * One statement adds the batch's deltas to every touched balance. Existing rows are updated by
+   * adding the deltas (not absolute values: Postgres adds them to what it holds, so its own checks,
+   * no negative customer bucket, judge the real result); rows seen for the first time are inserted
+   * with the deltas as their values, checked the same way. Both parts read one snapshot, so each
+   * row goes to exactly one of them.
+   */
+  private balanceStatement(tx: Transaction, batch: Queued[], read: (rows: HotBalance[]) => void): Statement {
     const combined = new Map<string, BalanceDelta>()
     for (const item of batch) deltasOf(item.op.orgId, item.op.postings, 1n, combined)
     const deltas = [...combined.values()]
-    const updatedAt = new Date()
-    // Rows start at zero; Postgres checks a proposed insert row before it looks for a conflict,
-    // so the deltas cannot travel in an upsert's VALUES without tripping the non-negative check.
-    const create: Statement = () =>
-      tx
-        .insert(ledgerBalances)
-        .values(deltas.map((delta) => ({ orgId: delta.orgId, accountId: delta.accountId, asset: delta.asset, kind: delta.kind, available: 0n, held: 0n, inFlight: 0n, total: 0n, updatedAt })))
-        .onConflictDoNothing()
-    // Deltas, not absolute values: Postgres adds them to what it holds, so its own checks (no
-    // negative customer bucket) judge the real result.
-    const values = sql.join(
-      deltas.map(
-        (delta) =>
-          sql`(${delta.orgId}, ${delta.accountId}, ${delta.asset}, ${delta.available.toString()}::numeric, ${delta.held.toString()}::numeric, ${delta.inFlight.toString()}::numeric)`,
-      ),
-      sql`, `,
+    const payload = JSON.stringify(
+      deltas.map((delta) => ({
+        org_id: delta.orgId,
+        account_id: delta.accountId,
+        asset: delta.asset,
+        kind: delta.kind,
+        available: delta.available.toString(),
+        held: delta.held.toString(),
+        in_flight: delta.inFlight.toString(),
+      })),
     )
-    const update: Statement = async () => {
+    const updatedAt = new Date().toISOString()
+    return async () => {
       const rows = await queryRows<Record<string, string>>(
         tx,
-        sql`update ledger_balances as b set
-              available = b.available + d.available, held = b.held + d.held, in_flight = b.in_flight + d.in_flight,
-              total = b.total + d.available + d.held + d.in_flight, updated_at = ${updatedAt.toISOString()}::timestamptz
-            from (values ${values}) as d(org_id, account_id, asset, available, held, in_flight)
-            where b.org_id = d.org_id and b.account_id = d.account_id and b.asset = d.asset
-            returning b.org_id, b.account_id, b.asset, b.kind, b.available::text as available, b.held::text as held,
-                      b.in_flight::text as in_flight, b.total::text as total`,
+        sql`with d as (
+              select * from jsonb_to_recordset(${payload}::jsonb)
+                as d(org_id text, account_id text, asset text, kind text, available numeric, held numeric, in_flight numeric)
+            ),
+            created as (
+              insert into ledger_balances (org_id, account_id, asset, kind, available, held, in_flight, total, updated_at)
+              select d.org_id, d.account_id, d.asset, d.kind, d.available, d.held, d.in_flight, d.available + d.held + d.in_flight, ${updatedAt}::timestamptz
+              from d
+              where not exists (select 1 from ledger_balances b where b.org_id = d.org_id and b.account_id = d.account_id and b.asset = d.asset)
+              returning org_id, account_id, asset, kind, available, held, in_flight, total
+            ),
+            updated as (
+              update ledger_balances as b set
+                available = b.available + d.available, held = b.held + d.held, in_flight = b.in_flight + d.in_flight,
+                total = b.total + d.available + d.held + d.in_flight, updated_at = ${updatedAt}::timestamptz
+              from d
+              where b.org_id = d.org_id and b.account_id = d.account_id and b.asset = d.asset
+              returning b.org_id, b.account_id, b.asset, b.kind, b.available, b.held, b.in_flight, b.total
+            )
+            select org_id, account_id, asset, kind, available::text as available, held::text as held, in_flight::text as in_flight, total::text as total from created
+            union all
+            select org_id, account_id, asset, kind, available::text, held::text, in_flight::text, total::text from updated`,
       )
-      assert(rows.length === deltas.length, 'every touched balance row was updated exactly once')
+      assert(rows.length === deltas.length, 'every touched balance row was written exactly once')
       read(
         rows.map((row) => ({
           orgId: row.org_id!,
@@ -382,7 +399,6 @@ export class GroupCommitWriter {
         })),
       )
     }
-    return { create, update }
   }
 
   /**
@@ -411,84 +427,26 @@ export class GroupCommitWriter {
     const transferRows = ops.flatMap((op) => op.transfers ?? [])
     const paymentRows = ops.flatMap((op) => op.payments ?? [])
     const eventRows = ops.flatMap((op) => op.events ?? [])
-    if (holdRows.length > 0) {
-      statements.push(() =>
-        tx
-          .insert(holds)
-          .values(lastStatePerId(holdRows))
-          .onConflictDoUpdate({
-            target: holds.id,
-            set: {
-              state: sql`excluded.state`,
-              capturedAmount: sql`excluded.captured_amount`,
-              transferId: sql`excluded.transfer_id`,
-              closedAt: sql`excluded.closed_at`,
-            },
-          }),
-      )
-    }
-    if (transferRows.length > 0) statements.push(() => tx.insert(transfers).values(transferRows))
-    if (paymentRows.length > 0) {
-      statements.push(() =>
-        tx
-          .insert(payments)
-          .values(lastStatePerId(paymentRows))
-          .onConflictDoUpdate({
-            target: payments.id,
-            set: {
-              state: sql`excluded.state`,
-              failureCode: sql`excluded.failure_code`,
-              capturedAmount: sql`excluded.captured_amount`,
-              closedAt: sql`excluded.closed_at`,
-            },
-          }),
-      )
-    }
-    // Events go in the same transaction as the change they describe (the outbox). They are
-    // inserted in one statement per batch, in queue order, so the log's order is commit order.
+    if (holdRows.length > 0) statements.push(() => tx.execute(bulkInsert(holds, lastStatePerId(holdRows), upsertTail('id', ['state', 'captured_amount', 'transfer_id', 'closed_at']))))
+    if (transferRows.length > 0) statements.push(() => tx.execute(bulkInsert(transfers, transferRows)))
+    if (paymentRows.length > 0) statements.push(() => tx.execute(bulkInsert(payments, lastStatePerId(paymentRows), upsertTail('id', ['state', 'failure_code', 'captured_amount', 'closed_at']))))
     const arrivalRows = ops.flatMap((op) => op.chainArrivals ?? [])
+    // A new arrival conflicts on its id only when it is being moved on; the (network, txHash,
+    // address) key refuses a second row for the same observation, failing the commit loudly.
     if (arrivalRows.length > 0) {
-      // A new arrival conflicts on its id only when it is being moved on; the (network, txHash,
-      // address) key refuses a second row for the same observation, failing the commit loudly.
       statements.push(() =>
-        tx
-          .insert(chainArrivals)
-          .values(lastStatePerId(arrivalRows))
-          .onConflictDoUpdate({
-            target: chainArrivals.id,
-            set: {
-              state: sql`excluded.state`,
-              disposition: sql`excluded.disposition`,
-              accountId: sql`excluded.account_id`,
-              depositId: sql`excluded.deposit_id`,
-              finalizedAt: sql`excluded.finalized_at`,
-              resolvedAt: sql`excluded.resolved_at`,
-              resolutionNote: sql`excluded.resolution_note`,
-            },
-          }),
+        tx.execute(bulkInsert(chainArrivals, lastStatePerId(arrivalRows), upsertTail('id', ['state', 'disposition', 'account_id', 'deposit_id', 'finalized_at', 'resolved_at', 'resolution_note']))),
       )
     }
     const depositRows = ops.flatMap((op) => op.deposits ?? [])
     if (depositRows.length > 0) {
       statements.push(() =>
-        tx
-          .insert(deposits)
-          .values(lastStatePerId(depositRows))
-          .onConflictDoUpdate({
-            target: deposits.id,
-            set: {
-              state: sql`excluded.state`,
-              receivedAmount: sql`excluded.received_amount`,
-              amountMatch: sql`excluded.amount_match`,
-              arrivalId: sql`excluded.arrival_id`,
-              txHash: sql`excluded.tx_hash`,
-              arrivedAt: sql`excluded.arrived_at`,
-              completedAt: sql`excluded.completed_at`,
-            },
-          }),
+        tx.execute(bulkInsert(deposits, lastStatePerId(depositRows), upsertTail('id', ['state', 'received_amount', 'amount_match', 'arrival_id', 'tx_hash', 'arrived_at', 'completed_at']))),
       )
     }
-    if (eventRows.length > 0) statements.push(() => tx.insert(events).values(eventRows))
+    // Events go in the same transaction as the change they describe (the outbox), in one statement
+    // per batch, in queue order.
+    if (eventRows.length > 0) statements.push(() => tx.execute(bulkInsert(events, eventRows)))
     for (const answer of ops.flatMap((op) => (op.idempotencyAnswer ? [op.idempotencyAnswer] : []))) {
       statements.push(() =>
         tx

@@ -1,5 +1,6 @@
 import { and, eq, lt, sql } from 'drizzle-orm'
-import type { Database, Executor } from '../../db/client.ts'
+import { bulkInsert, upsertTail } from '../../db/bulk.ts'
+import { queryRows, type Database, type Executor } from '../../db/client.ts'
 import { idempotencyRecords } from '../../db/schema/index.ts'
 import { ApiError } from '../lib/errors.ts'
 import { sha256Hex } from '../lib/hash.ts'
@@ -109,27 +110,15 @@ export interface InlineIdempotency {
  * touch a row twice, so the rows must have distinct keys.
  */
 export async function insertRecords(executor: Executor, rows: IdempotencyRow[]): Promise<Set<string>> {
-  const written = await executor
-    .insert(idempotencyRecords)
-    .values(rows)
-    .onConflictDoUpdate({
-      target: [idempotencyRecords.orgId, idempotencyRecords.key],
-      set: {
-        method: sql`excluded.method`,
-        path: sql`excluded.path`,
-        requestHash: sql`excluded.request_hash`,
-        requestBody: sql`excluded.request_body`,
-        state: sql`excluded.state`,
-        responseStatus: sql`excluded.response_status`,
-        responseBody: sql`excluded.response_body`,
-        createdAt: sql`excluded.created_at`,
-        lockedUntil: sql`excluded.locked_until`,
-        expiresAt: sql`excluded.expires_at`,
-      },
-      setWhere: sql`${idempotencyRecords.expiresAt} <= excluded.created_at`,
-    })
-    .returning({ orgId: idempotencyRecords.orgId, key: idempotencyRecords.key })
-  return new Set(written.map((row) => recordId(row.orgId, row.key)))
+  const written = await queryRows<{ org_id: string; key: string }>(
+    executor,
+    bulkInsert(
+      idempotencyRecords,
+      rows,
+      `${upsertTail('org_id, key', ['method', 'path', 'request_hash', 'request_body', 'state', 'response_status', 'response_body', 'created_at', 'locked_until', 'expires_at'])} where idempotency_records.expires_at <= excluded.created_at returning org_id, key`,
+    ),
+  )
+  return new Set(written.map((row) => recordId(row.org_id, row.key)))
 }
 
 export const recordId = (orgId: string, key: string) => `${orgId}\n${key}`
