@@ -15,7 +15,8 @@
  * Settings: BENCH_DURATION_MS (per run, default 8000), BENCH_CONNECTIONS (closed loop, default 128),
  * BENCH_RATES (open-loop offered rates, default "1000,5000,10000"), BENCH_ORGS (default 8),
  * BENCH_ACCOUNTS (per org, default 32), BENCH_SKIP_OFF=1 to skip the one-transaction-per-request run,
- * BENCH_SKIP_OUTAGE=1 to skip the database-cut-off run.
+ * BENCH_SKIP_OUTAGE=1 to skip the database-cut-off run, BENCH_SKIP_WEBHOOKS=1 to skip the webhook-load
+ * comparison (BENCH_WEBHOOK_RATE, default 1000/s).
  */
 import { createHmac } from 'node:crypto'
 import { TypeCompiler } from '@sinclair/typebox/compiler'
@@ -27,6 +28,7 @@ import { parseAmount } from '../server/lib/money.ts'
 import { AuthorizePaymentBody } from '../server/modules/payments/model.ts'
 import { EMBEDDED_IN_MEMORY, openDatabase } from '../db/client.ts'
 import { TcpProxy } from '../test/support/tcp-proxy.ts'
+import { createWebhookLoad } from './webhook-receivers.ts'
 import { OPERATOR_TOKEN, call, createBenchDatabase, createFundedOrg, percentile, round2, startServer, writeResults, type BenchOrg } from './support.ts'
 
 const DURATION_MS = Number(process.env.BENCH_DURATION_MS ?? 8000)
@@ -38,6 +40,8 @@ const SKIP_OFF = process.env.BENCH_SKIP_OFF === '1'
 const WARMUP_MS = 1500
 /** The contract's hard budget: an answer slower than this is a broken promise, counted separately. */
 const BUDGET_MS = 500
+/** Offered rate of the with/without webhook load comparison. */
+const WEBHOOK_RATE = Number(process.env.BENCH_WEBHOOK_RATE ?? 1000)
 
 interface InProcessFigure {
   name: string
@@ -141,6 +145,8 @@ class Recorder {
   /** What the errors were: HTTP status and error code, or the exception. */
   errorKinds = new Map<string, number>()
   recording = false
+  /** When the last recorded answer arrived (`performance.now()`). */
+  lastAnsweredAt = 0
 
   async record(started: number, response: Promise<Response>): Promise<void> {
     let state: string | undefined
@@ -155,7 +161,8 @@ class Recorder {
       kind = String(error)
     }
     if (!this.recording) return
-    this.latencies.push(performance.now() - started)
+    this.lastAnsweredAt = performance.now()
+    this.latencies.push(this.lastAnsweredAt - started)
     if (state === 'authorized') this.approved += 1
     else if (state === 'declined') this.declined += 1
     else {
@@ -255,15 +262,48 @@ async function openLoop(base: string, targets: Target[], rate: number, groupComm
   await drive(WARMUP_MS)
   const before = await writerStats(base)
   recorder.recording = true
-  const elapsed = await drive(DURATION_MS)
-  const after = await writerStats(base)
+  const drivenFrom = performance.now()
+  await drive(DURATION_MS)
   await Promise.all(outstanding)
   recorder.recording = false
+  const after = await writerStats(base)
+  // Until the last answer: a server that falls behind is credited only with what it answered.
+  const elapsed = Math.max(DURATION_MS, recorder.lastAnsweredAt - drivenFrom)
   return summarize(`open loop, ${rate}/s offered`, groupCommit, recorder, elapsed, {
     offered: rate,
     batches: after.committedBatches - before.committedBatches,
     operations: after.committedOperations - before.committedOperations,
   })
+}
+
+/**
+ * The same open-loop runs with and without webhook delivery load: every organization has 10
+ * endpoints (real HTTPS receivers in this process) subscribed to its payment events, so each
+ * authorization is delivered 10 times while the next ones are being decided.
+ */
+async function webhookLoadRuns(): Promise<LoadFigures[]> {
+  const load = createWebhookLoad(10)
+  const database = await createBenchDatabase('authorize_webhooks')
+  const server = await startServer({ DATABASE_URL: database.url, RATE_LIMIT_STORE: 'postgres', ...load.serverEnv })
+  try {
+    const orgs: BenchOrg[] = []
+    for (let index = 0; index < 2; index++) orgs.push(await createFundedOrg(server.base, `hooks-${index}`, ACCOUNTS, '10000000'))
+    const targets = targetsOf(orgs)
+    const figures: LoadFigures[] = []
+    for (const withHooks of [false, true]) {
+      if (withHooks) for (const org of orgs) await load.register(server.base, org.key, ['payment.*'])
+      const deliveredBefore = load.deliveries.length
+      const result = await openLoop(server.base, targets, WEBHOOK_RATE, true)
+      result.mode = `open loop, ${WEBHOOK_RATE}/s offered, ${withHooks ? '10 endpoints per org' : 'no webhook endpoints'}`
+      console.log(`webhooks | ${result.mode.padEnd(48)} | p50 ${result.p50Ms} ms | p99 ${result.p99Ms} ms | max ${result.maxMs} ms | deliveries received during the run: ${load.deliveries.length - deliveredBefore}`)
+      figures.push(result)
+    }
+    return figures
+  } finally {
+    await server.stop()
+    load.stop()
+    await database.drop()
+  }
 }
 
 async function httpRuns(groupCommit: boolean): Promise<LoadFigures[]> {
@@ -360,13 +400,17 @@ async function outageRun(): Promise<OutagePhase[]> {
   }
 }
 
-const inProcessFigures = await inProcess()
-const on = await httpRuns(true)
-const off = SKIP_OFF ? [] : await httpRuns(false)
-const outage = process.env.BENCH_SKIP_OUTAGE === '1' ? [] : await outageRun()
-const closedOn = on[0]!
+/** BENCH_ONLY (comma-separated: mitata, on, off, outage, webhooks) runs a subset. */
+const only = process.env.BENCH_ONLY ? new Set(process.env.BENCH_ONLY.split(',')) : undefined
+const wanted = (part: string, skipped = false) => (only ? only.has(part) : !skipped)
+const inProcessFigures = wanted('mitata') ? await inProcess() : []
+const on = wanted('on') ? await httpRuns(true) : []
+const off = wanted('off', SKIP_OFF) ? await httpRuns(false) : []
+const outage = wanted('outage', process.env.BENCH_SKIP_OUTAGE === '1') ? await outageRun() : []
+const webhooks = wanted('webhooks', process.env.BENCH_SKIP_WEBHOOKS === '1') ? await webhookLoadRuns() : []
+const closedOn = on[0]
 const closedOff = off[0]
-const ratio = closedOff && closedOff.throughputPerSecond > 0 ? round2(closedOn.throughputPerSecond / closedOff.throughputPerSecond) : null
+const ratio = closedOn && closedOff && closedOff.throughputPerSecond > 0 ? round2(closedOn.throughputPerSecond / closedOff.throughputPerSecond) : null
 
 const markdown = [
   `# Payment authorization (${new Date().toISOString()})`,
@@ -387,6 +431,12 @@ const markdown = [
   '',
   ratio === null ? '' : `Closed-loop throughput, group commit on / one transaction per request: **${ratio}x**.`,
   '',
+  `## With and without webhook load (${WEBHOOK_RATE}/s offered, group commit on)`,
+  '',
+  '| load | approved/s | p50 ms | p99 ms | max ms | answers > 500 ms |',
+  '|---|---|---|---|---|---|',
+  ...webhooks.map((figure) => `| ${figure.mode} | ${figure.throughputPerSecond} | ${figure.p50Ms} | ${figure.p99Ms} | ${figure.maxMs} | ${figure.overBudget} |`),
+  '',
   '## Database cut off (1000/s offered through a TCP proxy, 3 s per phase)',
   '',
   '| phase | approved | declined | errors | p99 ms | max ms | answers > 500 ms |',
@@ -395,5 +445,5 @@ const markdown = [
   '',
 ].join('\n')
 console.log(`\n${markdown}`)
-const path = writeResults('authorize', { at: new Date().toISOString(), inProcess: inProcessFigures, http: { groupCommitOn: on, groupCommitOff: off, ratio }, outage }, markdown)
+const path = writeResults('authorize', { at: new Date().toISOString(), inProcess: inProcessFigures, http: { groupCommitOn: on, groupCommitOff: off, ratio }, outage, webhooks }, markdown)
 console.log(`results written to ${path}`)
