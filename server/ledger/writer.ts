@@ -55,6 +55,12 @@ export interface LedgerOperation {
    */
   idempotencyRecord?: IdempotencyRow
   idempotencyAnswer?: IdempotencyAnswer
+  /**
+   * `performance.now()` after which the caller no longer waits (an authorization's budget). An
+   * operation still queued that could not commit before it is withdrawn instead of being written
+   * late: under overload the writer spends its time on operations that can still make it.
+   */
+  deadline?: number
   /** Memory beyond balances (a hold's state), changed in the same step as the reservation. */
   reserve?: () => void
   /** Undoes `reserve` when the commit fails. */
@@ -162,6 +168,9 @@ export class GroupCommitWriter {
   private idleWaiters: Array<() => void> = []
   committedOperations = 0
   committedBatches = 0
+  /** Recent transaction time and operations per millisecond (moving averages), for `expectedWaitMs`. */
+  private batchMs = 0
+  private operationsPerMs = 0
 
   constructor(
     private readonly db: Database,
@@ -190,15 +199,39 @@ export class GroupCommitWriter {
     return true
   }
 
+  /**
+   * How long an operation queued now would wait for its commit, from the recent pace: what is
+   * queued ahead of it divided by the recent rate, plus one transaction. Callers with a deadline
+   * (an authorization) decline at once when it cannot be met, instead of queueing work that would
+   * only be withdrawn: under overload the writer keeps approving at its capacity.
+   */
+  expectedWaitMs(): number {
+    if (this.operationsPerMs === 0) return 0
+    return this.waiting.size / this.operationsPerMs + this.batchMs
+  }
+
+  private recordPace(operations: number, elapsedMs: number): void {
+    const weight = 0.2
+    this.batchMs = this.batchMs === 0 ? elapsedMs : this.batchMs * (1 - weight) + elapsedMs * weight
+    const rate = operations / Math.max(elapsedMs, 0.1)
+    this.operationsPerMs = this.operationsPerMs === 0 ? rate : this.operationsPerMs * (1 - weight) + rate * weight
+  }
+
   /** Takes the next batch off the queue; from here on its operations can no longer be withdrawn. */
   private takeBatch(): Queued[] {
     const batchMax = this.options.groupCommit ? this.options.batchMax : 1
     const batch: Queued[] = []
+    const latestStart = performance.now() + this.batchMs
     let taken = 0
     while (batch.length < batchMax && taken < this.queue.length) {
       const item = this.queue[taken]!
       taken += 1
       if (item.withdrawn) continue
+      if (item.op.deadline !== undefined && item.op.deadline < latestStart) {
+        // It would commit after its caller stopped waiting: withdrawn now rather than written late.
+        this.withdraw(item.op)
+        continue
+      }
       this.waiting.delete(item.op)
       batch.push(item)
     }
@@ -223,6 +256,7 @@ export class GroupCommitWriter {
         const batch = this.takeBatch()
         if (batch.length === 0) continue
         const keyTaken: Queued[] = []
+        const startedAt = performance.now()
         try {
           await this.db.transaction((tx) => this.writeBatch(tx, batch, keyTaken))
         } catch (error) {
@@ -232,6 +266,7 @@ export class GroupCommitWriter {
         } finally {
           for (const item of keyTaken) item.reject(new IdempotencyKeyTaken(item.op.idempotencyRecord!.orgId, item.op.idempotencyRecord!.key))
         }
+        this.recordPace(batch.length, performance.now() - startedAt)
         this.committedBatches += 1
         this.committedOperations += batch.length
         for (const item of batch) {

@@ -1,7 +1,7 @@
 import { eventRow } from '../../ledger/events.ts'
 import { SYSTEM_ACCOUNTS, type Posting } from '../../ledger/hot-balances.ts'
 import type { PendingHold } from '../../ledger/ledger.ts'
-import { IdempotencyKeyTaken, type IdempotencyAnswer, type LedgerOperation, type PaymentRow } from '../../ledger/writer.ts'
+import { IdempotencyKeyTaken, OperationWithdrawn, type IdempotencyAnswer, type LedgerOperation, type PaymentRow } from '../../ledger/writer.ts'
 import { ApiError, invalid, notFound } from '../../lib/errors.ts'
 import { newId } from '../../lib/ids.ts'
 import { onePage, pageLimit } from '../../lib/pagination.ts'
@@ -54,6 +54,7 @@ interface PaymentsState {
    * has not landed yet. Keyed by org and Idempotency-Key; a retry in that window replays these.
    */
   answersInFlight: Map<string, { requestHash: string; body: string }>
+  declines: repo.DeclineRecorder
 }
 
 /** What the authorize route knows beyond the body. */
@@ -74,7 +75,7 @@ const states = new WeakMap<Runtime, PaymentsState>()
 function stateOf(runtime: Runtime): PaymentsState {
   let state = states.get(runtime)
   if (!state) {
-    state = { budgetMs: AUTHORIZATION_BUDGET_MS, authorized: new Map(), unsettled: new Map(), answersInFlight: new Map() }
+    state = { budgetMs: AUTHORIZATION_BUDGET_MS, authorized: new Map(), unsettled: new Map(), answersInFlight: new Map(), declines: new repo.DeclineRecorder(runtime.db) }
     states.set(runtime, state)
   }
   return state
@@ -190,7 +191,12 @@ export async function authorizePayment(runtime: Runtime, orgId: string, input: A
   try {
     assertWithinLimits(amountMinor, runtime.ledger.policy(info.asset), info.decimals)
     if (account.status === 'frozen') throw new ApiError('account_frozen', 'frozen')
-    submitted = reserve(runtime, row, info, amountMinor, account.externalId, now, context)
+    // Admission: when the writer's queue is already longer than the budget left, the approval could
+    // not be durable in time; declining now keeps the writer approving at its capacity.
+    if (runtime.ledger.writer.expectedWaitMs() > deadline - performance.now()) {
+      return decline(runtime, { ...row, expiresAt: null, holdId: null }, 'processing_timeout', account.externalId, deadline, context)
+    }
+    submitted = reserve(runtime, row, info, amountMinor, account.externalId, now, context, deadline)
   } catch (error) {
     const code = error instanceof ApiError ? DECLINE_CODES[error.code] : undefined
     if (code === undefined) throw error
@@ -200,6 +206,8 @@ export async function authorizePayment(runtime: Runtime, orgId: string, input: A
   if (outcome.kind === 'done') return { kind: 'answer', payment: toPaymentView(submitted.operation.payments![0]!) }
   if (outcome.kind === 'failed') {
     if (outcome.error instanceof IdempotencyKeyTaken) return replayTakenKey(runtime, orgId, context, deadline)
+    // Withdrawn by the writer because it could not have committed before the deadline: nothing was applied.
+    if (outcome.error instanceof OperationWithdrawn) return decline(runtime, { ...row, expiresAt: null, holdId: null }, 'processing_timeout', account.externalId, deadline, context)
     // The writer already undid the reservation; nothing was applied.
     console.error(`payments: authorization ${row.id} could not commit; declined`, outcome.error)
     return decline(runtime, { ...row, expiresAt: null, holdId: null }, 'processing_error', account.externalId, deadline, context)
@@ -212,7 +220,7 @@ export async function authorizePayment(runtime: Runtime, orgId: string, input: A
 }
 
 /** The reservation: decided and applied to memory in this synchronous step, committed by the writer. */
-function reserve(runtime: Runtime, payment: PaymentRow, info: AssetInfo, amountMinor: bigint, externalId: string, now: Date, context: AuthorizeContext) {
+function reserve(runtime: Runtime, payment: PaymentRow, info: AssetInfo, amountMinor: bigint, externalId: string, now: Date, context: AuthorizeContext, deadline: number) {
   const state = stateOf(runtime)
   const hold: PendingHold = {
     id: newId('hold'),
@@ -232,6 +240,7 @@ function reserve(runtime: Runtime, payment: PaymentRow, info: AssetInfo, amountM
     movementKind: 'payment_authorization',
     reference: payment.id,
     createdAt: now,
+    deadline,
     postings: [
       { accountId: hold.accountId, kind: 'customer', bucket: 'available', asset: info.asset, amountMinor: -amountMinor },
       { accountId: hold.accountId, kind: 'customer', bucket: 'held', asset: info.asset, amountMinor },
@@ -303,7 +312,7 @@ function failClosed(runtime: Runtime, hold: PendingHold, commit: Promise<void>, 
     async (error: unknown) => {
       // A taken key means an earlier request owns it: only the decline itself is recorded.
       const record = claim && !(error instanceof IdempotencyKeyTaken) ? inlineRecord(claim, 201, declinedBody, runtime.clock.wallNowMs()) : undefined
-      await repo.insertDecline(runtime.db, { ...declined, holdId: null }, declinedEvent(payment.createdAt), record)
+      await state.declines.record({ ...declined, holdId: null }, declinedEvent(payment.createdAt), record)
     },
   )
     .then(() => {
@@ -323,7 +332,7 @@ async function decline(runtime: Runtime, payment: PaymentRow, failureCode: Failu
   const state = stateOf(runtime)
   state.unsettled.set(declined.id, declined)
   const record = context.idempotency ? inlineRecord(context.idempotency, 201, JSON.stringify(view), runtime.clock.wallNowMs()) : undefined
-  const write = repo.insertDecline(runtime.db, declined, eventRow(payment.orgId, 'payment.declined', eventData(declined, externalId, { failureCode }), payment.createdAt), record)
+  const write = state.declines.record(declined, eventRow(payment.orgId, 'payment.declined', eventData(declined, externalId, { failureCode }), payment.createdAt), record)
   write
     .catch((error: unknown) => console.error(`payments: recording decline ${declined.id} failed`, error))
     .finally(() => state.unsettled.delete(declined.id))
