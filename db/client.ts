@@ -116,6 +116,31 @@ export async function queryRows<Row>(executor: Executor, query: SQL): Promise<Ro
   return ((result as { rows: Row[] }).rows ?? []) as Row[]
 }
 
+interface PostgresJsClient {
+  unsafe(query: string, params: unknown[], options: { prepare: boolean }): Promise<unknown[]>
+}
+
+interface DrizzleInternals {
+  session?: { client?: Partial<PostgresJsClient> }
+  dialect: { sqlToQuery(query: SQL): { sql: string; params: unknown[] } }
+}
+
+/**
+ * Like `queryRows`, but on postgres.js the statement is prepared once per connection and reused.
+ * Drizzle runs unnamed statements, for which the driver must first ask Postgres for the parameter
+ * types and wait for the answer before it can send the values: two round trips per statement, and
+ * nothing can be pipelined behind it. The ledger's statements have constant text (see `bulk.ts`), so
+ * preparing them is cheap and bounded. Other queries keep drizzle's default, so the per-connection
+ * statement cache does not grow with every distinct query text. On PGlite this is `queryRows`.
+ */
+export async function queryPrepared<Row>(executor: Executor, query: SQL): Promise<Row[]> {
+  const internals = executor as unknown as DrizzleInternals
+  const client = internals.session?.client
+  if (typeof client?.unsafe !== 'function') return queryRows<Row>(executor, query)
+  const { sql: text, params } = internals.dialect.sqlToQuery(query)
+  return (await client.unsafe(text, params, { prepare: true })) as Row[]
+}
+
 export async function notify(executor: Executor, channel: string, payload: string): Promise<void> {
   await executor.execute(sql`select pg_notify(${channel}, ${payload})`)
 }

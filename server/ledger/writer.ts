@@ -1,7 +1,7 @@
 import { and, eq, inArray, sql } from 'drizzle-orm'
 import type { IdempotencyRow } from '../platform/idempotency.ts'
 import { bulkInsert, upsertTail } from '../../db/bulk.ts'
-import { queryRows, type Database, type Transaction } from '../../db/client.ts'
+import { queryPrepared, type Database, type Transaction } from '../../db/client.ts'
 import { chainArrivals, deposits, events, holds, idempotencyRecords, ledgerBalances, ledgerMovements, ledgerPostings, payments, transfers } from '../../db/schema/index.ts'
 import { assert } from '../lib/assert.ts'
 import { ApiError } from '../lib/errors.ts'
@@ -290,9 +290,10 @@ export class GroupCommitWriter {
       written = rows
     })
     const independent: Statement[] = [
-      () => tx.execute(bulkInsert(ledgerMovements, ops.map((op) => ({ id: op.movementId, orgId: op.orgId, kind: op.movementKind, reference: op.reference, createdAt: op.createdAt })))),
+      () => queryPrepared(tx, bulkInsert(ledgerMovements, ops.map((op) => ({ id: op.movementId, orgId: op.orgId, kind: op.movementKind, reference: op.reference, createdAt: op.createdAt })))),
       () =>
-        tx.execute(
+        queryPrepared(
+          tx,
           bulkInsert(
             ledgerPostings,
             ops.flatMap((op) =>
@@ -395,7 +396,7 @@ export class GroupCommitWriter {
     )
     const updatedAt = new Date().toISOString()
     return async () => {
-      const rows = await queryRows<Record<string, string>>(
+      const rows = await queryPrepared<Record<string, string>>(
         tx,
         sql`with d as (
               select * from jsonb_to_recordset(${payload}::jsonb)
@@ -462,26 +463,26 @@ export class GroupCommitWriter {
     const transferRows = ops.flatMap((op) => op.transfers ?? [])
     const paymentRows = ops.flatMap((op) => op.payments ?? [])
     const eventRows = ops.flatMap((op) => op.events ?? [])
-    if (holdRows.length > 0) statements.push(() => tx.execute(bulkInsert(holds, lastStatePerId(holdRows), upsertTail('id', ['state', 'captured_amount', 'transfer_id', 'closed_at']))))
-    if (transferRows.length > 0) statements.push(() => tx.execute(bulkInsert(transfers, transferRows)))
-    if (paymentRows.length > 0) statements.push(() => tx.execute(bulkInsert(payments, lastStatePerId(paymentRows), upsertTail('id', ['state', 'failure_code', 'captured_amount', 'closed_at']))))
+    if (holdRows.length > 0) statements.push(() => queryPrepared(tx, bulkInsert(holds, lastStatePerId(holdRows), upsertTail('id', ['state', 'captured_amount', 'transfer_id', 'closed_at']))))
+    if (transferRows.length > 0) statements.push(() => queryPrepared(tx, bulkInsert(transfers, transferRows)))
+    if (paymentRows.length > 0) statements.push(() => queryPrepared(tx, bulkInsert(payments, lastStatePerId(paymentRows), upsertTail('id', ['state', 'failure_code', 'captured_amount', 'closed_at']))))
     const arrivalRows = ops.flatMap((op) => op.chainArrivals ?? [])
     // A new arrival conflicts on its id only when it is being moved on; the (network, txHash,
     // address) key refuses a second row for the same observation, failing the commit loudly.
     if (arrivalRows.length > 0) {
       statements.push(() =>
-        tx.execute(bulkInsert(chainArrivals, lastStatePerId(arrivalRows), upsertTail('id', ['state', 'disposition', 'account_id', 'deposit_id', 'finalized_at', 'resolved_at', 'resolution_note']))),
+        queryPrepared(tx, bulkInsert(chainArrivals, lastStatePerId(arrivalRows), upsertTail('id', ['state', 'disposition', 'account_id', 'deposit_id', 'finalized_at', 'resolved_at', 'resolution_note']))),
       )
     }
     const depositRows = ops.flatMap((op) => op.deposits ?? [])
     if (depositRows.length > 0) {
       statements.push(() =>
-        tx.execute(bulkInsert(deposits, lastStatePerId(depositRows), upsertTail('id', ['state', 'received_amount', 'amount_match', 'arrival_id', 'tx_hash', 'arrived_at', 'completed_at']))),
+        queryPrepared(tx, bulkInsert(deposits, lastStatePerId(depositRows), upsertTail('id', ['state', 'received_amount', 'amount_match', 'arrival_id', 'tx_hash', 'arrived_at', 'completed_at']))),
       )
     }
     // Events go in the same transaction as the change they describe (the outbox), in one statement
     // per batch, in queue order.
-    if (eventRows.length > 0) statements.push(() => tx.execute(bulkInsert(events, eventRows)))
+    if (eventRows.length > 0) statements.push(() => queryPrepared(tx, bulkInsert(events, eventRows)))
     for (const answer of ops.flatMap((op) => (op.idempotencyAnswer ? [op.idempotencyAnswer] : []))) {
       statements.push(() =>
         tx

@@ -1,6 +1,6 @@
 import { and, eq, lt, sql } from 'drizzle-orm'
 import { bulkInsert, upsertTail } from '../../db/bulk.ts'
-import { queryRows, type Database, type Executor } from '../../db/client.ts'
+import { queryPrepared, type Database, type Executor } from '../../db/client.ts'
 import { idempotencyRecords } from '../../db/schema/index.ts'
 import { ApiError } from '../lib/errors.ts'
 import { sha256Hex } from '../lib/hash.ts'
@@ -110,7 +110,7 @@ export interface InlineIdempotency {
  * touch a row twice, so the rows must have distinct keys.
  */
 export async function insertRecords(executor: Executor, rows: IdempotencyRow[]): Promise<Set<string>> {
-  const written = await queryRows<{ org_id: string; key: string }>(
+  const written = await queryPrepared<{ org_id: string; key: string }>(
     executor,
     bulkInsert(
       idempotencyRecords,

@@ -1,5 +1,6 @@
 import { sql } from 'drizzle-orm'
-import type { Database } from '../../db/client.ts'
+import { bulkInsert } from '../../db/bulk.ts'
+import { queryPrepared, type Database } from '../../db/client.ts'
 import { rateLimitCounters } from '../../db/schema/index.ts'
 
 export const RATE_WINDOW_MS = 60_000
@@ -111,14 +112,15 @@ export class PostgresRateLimiter implements RateLimiter {
     }
     let rows: Array<{ bucket: string; windowStartMs: number; count: number }>
     try {
-      rows = await this.db
-        .insert(rateLimitCounters)
-        .values([...groups.values()].map((group) => ({ bucket: group[0]!.bucket, windowStartMs: group[0]!.windowStartMs, count: group.length })))
-        .onConflictDoUpdate({
-          target: [rateLimitCounters.bucket, rateLimitCounters.windowStartMs],
-          set: { count: sql`${rateLimitCounters.count} + excluded.count` },
-        })
-        .returning({ bucket: rateLimitCounters.bucket, windowStartMs: rateLimitCounters.windowStartMs, count: rateLimitCounters.count })
+      const written = await queryPrepared<{ bucket: string; window_start_ms: string; count: number }>(
+        this.db,
+        bulkInsert(
+          rateLimitCounters,
+          [...groups.values()].map((group) => ({ bucket: group[0]!.bucket, windowStartMs: group[0]!.windowStartMs, count: group.length })),
+          'on conflict (bucket, window_start_ms) do update set count = rate_limit_counters.count + excluded.count returning bucket, window_start_ms::text as window_start_ms, count',
+        ),
+      )
+      rows = written.map((row) => ({ bucket: row.bucket, windowStartMs: Number(row.window_start_ms), count: Number(row.count) }))
     } catch (error) {
       for (const waiting of batch) waiting.reject(error)
       return

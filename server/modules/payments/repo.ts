@@ -1,5 +1,5 @@
 import { and, asc, eq, gt, type SQL } from 'drizzle-orm'
-import type { Executor } from '../../../db/client.ts'
+import { queryPrepared, type Executor } from '../../../db/client.ts'
 import { events, payments } from '../../../db/schema/index.ts'
 import type { EventRow, PaymentRow } from '../../ledger/writer.ts'
 import { bulkInsert, upsertTail } from '../../../db/bulk.ts'
@@ -73,8 +73,8 @@ export class DeclineRecorder {
         const lost = new Set(claiming.filter((pending) => unique.get(recordId(pending.record!.orgId, pending.record!.key)) !== pending || !written.has(recordId(pending.record!.orgId, pending.record!.key))))
         const kept = batch.filter((pending) => !lost.has(pending))
         if (kept.length > 0) {
-          await tx.execute(bulkInsert(payments, kept.map((pending) => pending.row), upsertTail('id', ['state', 'failure_code', 'closed_at'])))
-          await tx.execute(bulkInsert(events, kept.map((pending) => pending.event)))
+          await queryPrepared(tx, bulkInsert(payments, kept.map((pending) => pending.row), upsertTail('id', ['state', 'failure_code', 'closed_at'])))
+          await queryPrepared(tx, bulkInsert(events, kept.map((pending) => pending.event)))
         }
         return lost
       })
