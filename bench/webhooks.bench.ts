@@ -9,10 +9,10 @@
 import { mkdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import postgres from 'postgres'
+import { OPERATOR_TOKEN, percentile, startServer } from './support.ts'
 import { createWebhookLoad, nowMs, type WebhookLoad } from './webhook-receivers.ts'
 
 const SERVER_URL = process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/postgres'
-const OPERATOR_TOKEN = 'bench-operator-token-0123456789abcdef0123'
 const CLIENTS = Number(process.env.BENCH_CLIENTS ?? 32)
 const DURATION_MS = Number(process.env.BENCH_DURATION_MS ?? 8000)
 const ENDPOINTS = 10
@@ -36,33 +36,9 @@ interface RunResult {
   drainMs: number | null
 }
 
-function percentile(sorted: number[], fraction: number): number {
-  if (sorted.length === 0) return 0
-  return sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * fraction))]!
-}
 
 const round = (value: number) => Number(value.toFixed(1))
 
-async function startServer(env: Record<string, string>): Promise<{ base: string; process: Bun.Subprocess }> {
-  const child = Bun.spawn(['./node_modules/.bin/bun', 'server/main.ts'], {
-    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', OPERATOR_TOKEN, DATABASE_POOL_MAX: '20', ...env },
-    stdout: 'pipe',
-    stderr: 'inherit',
-  })
-  const reader = child.stdout.getReader()
-  let output = ''
-  for (;;) {
-    const { value, done } = await reader.read()
-    if (done) throw new Error(`server exited: ${output}`)
-    output += new TextDecoder().decode(value)
-    const match = /listening on (http:\/\/[\d.]+:\d+)/.exec(output)
-    if (match) {
-      reader.releaseLock()
-      void child.stdout.pipeTo(new WritableStream())
-      return { base: match[1]!, process: child }
-    }
-  }
-}
 
 async function call(base: string, method: string, path: string, token: string, body?: unknown): Promise<{ status: number; body: any }> {
   const response = await fetch(`${base}${path}`, { method, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) })

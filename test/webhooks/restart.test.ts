@@ -5,6 +5,7 @@ import { join } from 'node:path'
 import { createTestDatabase, onPostgres, type TestDatabase } from '../support/db.ts'
 import { DEFAULT_WORKER_OPTIONS } from '../../server/modules/webhooks/worker.ts'
 import { makeCertificate, startReceiver, type Certificate, type Receiver } from './receivers.ts'
+import { startServerProcess } from '../support/server-process.ts'
 
 const OPERATOR_TOKEN = 'webhook-restart-operator-token-0123456789abcdef'
 const IN_FLIGHT = DEFAULT_WORKER_OPTIONS.perEndpointMax
@@ -26,27 +27,9 @@ afterAll(async () => {
 
 /** Starts the real server (`bun server/main.ts`) and answers its base URL once it listens. */
 async function startServer(env: Record<string, string>): Promise<string> {
-  const child = Bun.spawn(['./node_modules/.bin/bun', 'server/main.ts'], {
-    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', OPERATOR_TOKEN, ...env },
-    stdout: 'pipe',
-    stderr: 'inherit',
-  })
-  server = child
-  const reader = child.stdout.getReader()
-  let output = ''
-  const deadline = Date.now() + 30_000
-  while (Date.now() < deadline) {
-    const { value, done } = await reader.read()
-    if (done) break
-    output += new TextDecoder().decode(value)
-    const match = /listening on (http:\/\/[\d.]+:\d+)/.exec(output)
-    if (match) {
-      reader.releaseLock()
-      void child.stdout.pipeTo(new WritableStream())
-      return match[1]!
-    }
-  }
-  throw new Error(`server did not start: ${output}`)
+  const started = await startServerProcess({ OPERATOR_TOKEN, ...env })
+  server = started.child
+  return started.baseUrl
 }
 
 async function send(base: string, method: string, path: string, token: string, body?: unknown): Promise<{ status: number; body: any }> {

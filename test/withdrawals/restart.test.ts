@@ -6,6 +6,7 @@ import { sql } from 'drizzle-orm'
 import { openDatabase, queryRows } from '../../db/client.ts'
 import { createTestDatabase, onPostgres, type TestDatabase } from '../support/db.ts'
 import { DAY_SECONDS, TRON_DESTINATION } from './support.ts'
+import { startServerProcess } from '../support/server-process.ts'
 
 const OPERATOR_TOKEN = 'withdrawal-restart-operator-token-0123456789'
 
@@ -22,27 +23,9 @@ afterAll(async () => {
 
 /** Starts the real server (`bun server/main.ts`) and answers its base URL once it listens. */
 async function startServer(env: Record<string, string>): Promise<string> {
-  const child = Bun.spawn(['./node_modules/.bin/bun', 'server/main.ts'], {
-    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', OPERATOR_TOKEN, ...env },
-    stdout: 'pipe',
-    stderr: 'inherit',
-  })
-  server = child
-  const reader = child.stdout.getReader()
-  let output = ''
-  const deadline = Date.now() + 60_000
-  while (Date.now() < deadline) {
-    const { value, done } = await reader.read()
-    if (done) break
-    output += new TextDecoder().decode(value)
-    const match = /listening on (http:\/\/[\d.]+:\d+)/.exec(output)
-    if (match) {
-      reader.releaseLock()
-      void child.stdout.pipeTo(new WritableStream())
-      return match[1]!
-    }
-  }
-  throw new Error(`server did not start: ${output}`)
+  const started = await startServerProcess({ OPERATOR_TOKEN, ...env })
+  server = started.child
+  return started.baseUrl
 }
 
 /** kill -9: no shutdown hook runs, whatever was in memory is gone. */
