@@ -108,15 +108,13 @@ export interface WriterOptions {
 type Statement = () => PromiseLike<unknown>
 
 /**
- * Runs phases in order. Inside a phase the statements do not depend on each other (the driver may
- * put them on the wire in any order), so with pipelining they are all sent before any answer is
- * awaited; the first failure fails the batch.
+ * A batch's statements do not depend on each other (the driver may put them on the wire in any
+ * order), so with pipelining they are all sent before any answer is awaited; the first failure
+ * fails the batch.
  */
-async function runPhases(phases: Statement[][], pipeline: boolean): Promise<void> {
-  for (const phase of phases) {
-    if (pipeline) await Promise.all(phase.map((statement) => statement()))
-    else for (const statement of phase) await statement()
-  }
+async function runStatements(statements: Statement[], pipeline: boolean): Promise<void> {
+  if (pipeline) await Promise.all(statements.map((statement) => statement()))
+  else for (const statement of statements) await statement()
 }
 
 /**
@@ -289,7 +287,7 @@ export class GroupCommitWriter {
     const balances = this.balanceStatement(tx, batch, (rows) => {
       written = rows
     })
-    const independent: Statement[] = [
+    const statements: Statement[] = [
       () => queryPrepared(tx, bulkInsert(ledgerMovements, ops.map((op) => ({ id: op.movementId, orgId: op.orgId, kind: op.movementKind, reference: op.reference, createdAt: op.createdAt })))),
       () =>
         queryPrepared(
@@ -312,7 +310,7 @@ export class GroupCommitWriter {
       balances,
       ...this.domainStatements(tx, ops),
     ]
-    await runPhases([independent], this.options.pipeline)
+    await runStatements(statements, this.options.pipeline)
     this.assertCommitPoint(written)
   }
 
