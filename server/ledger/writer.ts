@@ -160,6 +160,7 @@ export class CommitFailedError extends ApiError {
  */
 export class GroupCommitWriter {
   private queue: Queued[] = []
+  private resyncs: Array<{ touched: Map<string, BalanceDelta>; resolve: () => void; reject: (error: unknown) => void }> = []
   /** Queued operations by identity, so one can be withdrawn without searching the queue. */
   private readonly waiting = new Map<LedgerOperation, Queued>()
   private running = false
@@ -250,7 +251,8 @@ export class GroupCommitWriter {
   private async run(): Promise<void> {
     this.running = true
     try {
-      while (this.queue.length > 0) {
+      while (this.queue.length > 0 || this.resyncs.length > 0) {
+        for (const request of this.resyncs.splice(0)) await this.readBack(request.touched).then(request.resolve, request.reject)
         const batch = this.takeBatch()
         if (batch.length === 0) continue
         const keyTaken: Queued[] = []
@@ -510,15 +512,29 @@ export class GroupCommitWriter {
   private async reconcile(failed: Queued[]): Promise<void> {
     const touched = new Map<string, BalanceDelta>()
     for (const item of failed) for (const [key, delta] of item.deltas) touched.set(key, delta)
-    if (touched.size === 0) return
-    let rows: HotBalance[]
     try {
-      const accountIds = [...new Set([...touched.values()].map((delta) => delta.accountId))]
-      rows = await this.db.select().from(ledgerBalances).where(inArray(ledgerBalances.accountId, accountIds))
+      await this.readBack(touched)
     } catch (error) {
       console.error('ledger: could not read balances back after a failed commit; memory keeps the undone values', error)
-      return
     }
+  }
+
+  /**
+   * Takes the database's values into memory for these balances (plus what is still queued), between
+   * batches, when nothing is being written. For a caller that learns a commit reported as failed
+   * did land after all (its reply was lost with the connection). Rejects if the database cannot be read.
+   */
+  resync(touched: Map<string, BalanceDelta>): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      this.resyncs.push({ touched, resolve, reject })
+      if (!this.running) void this.run()
+    })
+  }
+
+  private async readBack(touched: Map<string, BalanceDelta>): Promise<void> {
+    if (touched.size === 0) return
+    const accountIds = [...new Set([...touched.values()].map((delta) => delta.accountId))]
+    const rows: HotBalance[] = await this.db.select().from(ledgerBalances).where(inArray(ledgerBalances.accountId, accountIds))
     const pending = new Map<string, BalanceDelta>()
     for (const item of this.queue) if (!item.withdrawn) deltasOf(item.op.orgId, item.op.postings, 1n, pending)
     for (const [key, delta] of touched) {
@@ -534,7 +550,7 @@ export class GroupCommitWriter {
       }
       const memory = this.balances.getByKey(key)
       if (memory && memory.available === expected.available && memory.held === expected.held && memory.inFlight === expected.inFlight) continue
-      console.error(`ledger: memory of ${delta.accountId} ${delta.asset} differed from the database after a failed commit; taking the database's values`)
+      console.error(`ledger: memory of ${delta.accountId} ${delta.asset} differed from the database; taking the database's values`)
       this.balances.load(expected)
     }
   }

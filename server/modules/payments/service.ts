@@ -1,7 +1,7 @@
 import { eventRow } from '../../ledger/events.ts'
-import { SYSTEM_ACCOUNTS, type Posting } from '../../ledger/hot-balances.ts'
+import { SYSTEM_ACCOUNTS, deltasOf, type Posting } from '../../ledger/hot-balances.ts'
 import type { PendingHold } from '../../ledger/ledger.ts'
-import { IdempotencyKeyTaken, OperationWithdrawn, type IdempotencyAnswer, type LedgerOperation, type PaymentRow } from '../../ledger/writer.ts'
+import { CommitFailedError, IdempotencyKeyTaken, OperationWithdrawn, type IdempotencyAnswer, type LedgerOperation, type PaymentRow } from '../../ledger/writer.ts'
 import { ApiError, invalid, notFound } from '../../lib/errors.ts'
 import { newId } from '../../lib/ids.ts'
 import { onePage, pageLimit } from '../../lib/pagination.ts'
@@ -55,6 +55,8 @@ interface PaymentsState {
    */
   answersInFlight: Map<string, { requestHash: string; body: string }>
   declines: repo.DeclineRecorder
+  /** Set at shutdown: background retries stop. */
+  stopped: boolean
 }
 
 /** What the authorize route knows beyond the body. */
@@ -75,7 +77,7 @@ const states = new WeakMap<Runtime, PaymentsState>()
 function stateOf(runtime: Runtime): PaymentsState {
   let state = states.get(runtime)
   if (!state) {
-    state = { budgetMs: AUTHORIZATION_BUDGET_MS, authorized: new Map(), unsettled: new Map(), answersInFlight: new Map(), declines: new repo.DeclineRecorder(runtime.db) }
+    state = { budgetMs: AUTHORIZATION_BUDGET_MS, authorized: new Map(), unsettled: new Map(), answersInFlight: new Map(), declines: new repo.DeclineRecorder(runtime.db), stopped: false }
     states.set(runtime, state)
   }
   return state
@@ -92,6 +94,9 @@ export function configurePayments(runtime: Runtime, options: { budgetMs: number 
  */
 export async function startPayments(runtime: Runtime): Promise<void> {
   const state = stateOf(runtime)
+  runtime.stoppers.unshift(() => {
+    state.stopped = true
+  })
   for (const row of await repo.authorizedPayments(runtime.db)) {
     const account = await runtime.ledger.accounts.find(row.accountId)
     state.authorized.set(row.id, { row, externalId: account?.externalId ?? null })
@@ -208,9 +213,11 @@ export async function authorizePayment(runtime: Runtime, orgId: string, input: A
     if (outcome.error instanceof IdempotencyKeyTaken) return replayTakenKey(runtime, orgId, context, deadline)
     // Withdrawn by the writer because it could not have committed before the deadline: nothing was applied.
     if (outcome.error instanceof OperationWithdrawn) return decline(runtime, { ...row, expiresAt: null, holdId: null }, 'processing_timeout', account.externalId, deadline, context)
-    // The writer already undid the reservation; nothing was applied.
+    // The writer undid the reservation, but a commit whose reply was lost with the connection may
+    // have landed all the same: settled like a late write (see `failClosed`).
     console.error(`payments: authorization ${row.id} could not commit; declined`, outcome.error)
-    return decline(runtime, { ...row, expiresAt: null, holdId: null }, 'processing_error', account.externalId, deadline, context)
+    failClosed(runtime, submitted.hold, submitted.commit, row, account.externalId, context, 'processing_error')
+    return { kind: 'answer', payment: toPaymentView(declinedRow(row, 'processing_error')) }
   }
   // Still waiting for the writer (the database is slow or down): taken back, it will never be
   // written, and only the decline is recorded.
@@ -241,10 +248,7 @@ function reserve(runtime: Runtime, payment: PaymentRow, info: AssetInfo, amountM
     reference: payment.id,
     createdAt: now,
     deadline,
-    postings: [
-      { accountId: hold.accountId, kind: 'customer', bucket: 'available', asset: info.asset, amountMinor: -amountMinor },
-      { accountId: hold.accountId, kind: 'customer', bucket: 'held', asset: info.asset, amountMinor },
-    ],
+    postings: reservationPostings(hold),
     holds: [holdRow(hold, 'pending', null)],
     payments: [authorized],
     events: [eventRow(payment.orgId, 'payment.authorized', eventData(authorized, externalId, { holdId: hold.id, expiresAt: hold.expiresAt.toISOString() }), now)],
@@ -261,6 +265,14 @@ function reserve(runtime: Runtime, payment: PaymentRow, info: AssetInfo, amountM
   // Throws `insufficient_available` synchronously, having changed nothing.
   const commit = runtime.ledger.submit(operation)
   return { operation, hold, commit }
+}
+
+/** An authorization's reservation: its amount from available to held. */
+function reservationPostings(hold: PendingHold): Posting[] {
+  return [
+    { accountId: hold.accountId, kind: 'customer', bucket: 'available', asset: hold.asset, amountMinor: -hold.amountMinor },
+    { accountId: hold.accountId, kind: 'customer', bucket: 'held', asset: hold.asset, amountMinor: hold.amountMinor },
+  ]
 }
 
 function declinedRow(payment: PaymentRow, failureCode: FailureCode): PaymentRow {
@@ -294,32 +306,66 @@ async function replayTakenKey(runtime: Runtime, orgId: string, context: Authoriz
  * lands, the hold is released, the payment recorded declined and its saved idempotent answer
  * rewritten, in one commit; if it fails, the writer has undone it and only the decline is recorded.
  */
-function failClosed(runtime: Runtime, hold: PendingHold, commit: Promise<void>, payment: PaymentRow, externalId: string, context: AuthorizeContext): void {
+function failClosed(runtime: Runtime, hold: PendingHold, commit: Promise<void>, payment: PaymentRow, externalId: string, context: AuthorizeContext, failureCode: FailureCode = 'processing_timeout'): void {
   const state = stateOf(runtime)
   hold.closing = true
-  const declined: PaymentRow = { ...declinedRow(payment, 'processing_timeout'), holdId: hold.id }
-  const declinedBody = JSON.stringify(toPaymentView(declinedRow(payment, 'processing_timeout')))
+  const declined: PaymentRow = { ...declinedRow(payment, failureCode), holdId: hold.id }
+  const declinedBody = JSON.stringify(toPaymentView(declinedRow(payment, failureCode)))
   const claim = context.idempotency
   state.unsettled.set(payment.id, declined)
   if (claim) state.answersInFlight.set(inFlightId(payment.orgId, claim.key), { requestHash: claim.requestHash, body: declinedBody })
-  const declinedEvent = (at: Date) => eventRow(payment.orgId, 'payment.declined', eventData(declined, externalId, { failureCode: 'processing_timeout' }), at)
-  commit.then(
-    async () => {
+  const declinedEvent = (at: Date) => eventRow(payment.orgId, 'payment.declined', eventData(declined, externalId, { failureCode }), at)
+  const settle = (reported: boolean, error?: unknown) => async () => {
+    // A commit reported as failed has landed if its payment is in Postgres (read once the database
+    // answers again); memory, which undid it, then takes the database's balances and the hold back.
+    const landed = reported || (error instanceof CommitFailedError && (await repo.findPayment(runtime.db, payment.orgId, payment.id))?.state === 'authorized')
+    if (landed && !reported) {
+      await runtime.ledger.writer.resync(deltasOf(payment.orgId, reservationPostings(hold), 1n))
+      runtime.ledger.pendingHolds.set(hold.id, hold)
+    }
+    if (landed) {
       const now = runtime.clock.now(payment.orgId)
       const answer: IdempotencyAnswer | undefined = claim ? { orgId: claim.orgId, key: claim.key, responseStatus: 201, responseBody: declinedBody } : undefined
-      await submitClose(runtime, hold, declined, declinedEvent(now), now, answer)
-    },
-    async (error: unknown) => {
-      // A taken key means an earlier request owns it: only the decline itself is recorded.
-      const record = claim && !(error instanceof IdempotencyKeyTaken) ? inlineRecord(claim, 201, declinedBody, runtime.clock.wallNowMs()) : undefined
-      await state.declines.record({ ...declined, holdId: null }, declinedEvent(payment.createdAt), record)
-    },
-  )
+      // A failed close gives the hold back as pending (its revert); it must stay closed until the close lands.
+      await submitClose(runtime, hold, declined, declinedEvent(now), now, answer).finally(() => {
+        hold.closing = true
+      })
+      return
+    }
+    // A taken key means an earlier request owns it: only the decline itself is recorded.
+    const record = claim && !(error instanceof IdempotencyKeyTaken) ? inlineRecord(claim, 201, declinedBody, runtime.clock.wallNowMs()) : undefined
+    await state.declines.record({ ...declined, holdId: null }, declinedEvent(payment.createdAt), record)
+  }
+  commit
+    .then(
+      () => untilDurable(runtime, payment.id, settle(true)),
+      (error: unknown) => untilDurable(runtime, payment.id, settle(false, error)),
+    )
     .then(() => {
       state.unsettled.delete(payment.id)
       if (claim) state.answersInFlight.delete(inFlightId(payment.orgId, claim.key))
     })
-    .catch((error: unknown) => console.error(`payments: recording the fail-closed decline of ${payment.id} failed; it stays uncapturable in memory`, error))
+}
+
+/** Longest pause between attempts to make a fail-closed decline durable. */
+const FAIL_CLOSED_RETRY_MAX_MS = 2_000
+
+/**
+ * Retries `write` until it commits: a fail-closed decline whose close (or record) failed, because
+ * the database went away again, would otherwise leave the late authorization in Postgres as
+ * `authorized`, capturable after a restart. Memory keeps it uncapturable meanwhile. Stops only
+ * when the service shuts down.
+ */
+async function untilDurable(runtime: Runtime, paymentId: string, write: () => Promise<void>): Promise<void> {
+  for (let attempt = 0; !stateOf(runtime).stopped; attempt++) {
+    try {
+      await write()
+      return
+    } catch (error) {
+      if (attempt % 20 === 0) console.error(`payments: the fail-closed decline of ${paymentId} is not durable yet; retrying`, error)
+      await Bun.sleep(Math.min(FAIL_CLOSED_RETRY_MAX_MS, 50 * 2 ** Math.min(attempt, 6)))
+    }
+  }
 }
 
 /**
