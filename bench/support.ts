@@ -18,7 +18,7 @@ export interface BenchDatabase {
 export async function createBenchDatabase(label: string): Promise<BenchDatabase> {
   const name = `kassa_bench_${label}_${Date.now().toString(36)}_${Math.random().toString(36).slice(2, 6)}`
   const admin = postgres(SERVER_URL, { max: 1, onnotice: () => {} })
-  await admin.unsafe(`create database "${name}"`)
+  await admin.unsafe(`create database "${name}"${process.env.BENCH_DB_COLLATE ? ` template template0 lc_collate '${process.env.BENCH_DB_COLLATE}' lc_ctype '${process.env.BENCH_DB_COLLATE}'` : ""}`)
   await admin.end()
   const url = new URL(SERVER_URL)
   url.pathname = `/${name}`

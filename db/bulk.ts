@@ -47,22 +47,73 @@ const quoted = (name: string) => `"${name.replaceAll('"', '""')}"`
  * never anything derived from input.
  */
 export function bulkInsert<Table extends PgTable>(table: Table, rows: ReadonlyArray<Table['$inferInsert']>, tail = ''): SQL {
+  const { present, payload } = rowsAsJson(table, rows)
+  const { head, record, rest } = insertText(table, present, tail, '')
+  return sql`${sql.raw(`${head}(`)}${JSON.stringify(payload)}${sql.raw(`::jsonb) as (${record})${rest}`)}`
+}
+
+/** The columns a set of rows writes and the rows as JSON objects keyed by column name. */
+function rowsAsJson(table: PgTable, rows: ReadonlyArray<Record<string, unknown>>, ops?: readonly number[]): { present: ColumnShape[]; payload: Record<string, unknown>[] } {
   assert(rows.length > 0, 'a bulk insert has rows')
-  const first = rows[0] as Record<string, unknown>
-  const present = columnsOf(table).filter((column) => !column.hasDefault || first[column.key] !== undefined)
-  const payload = rows.map((row) => {
-    const record = row as Record<string, unknown>
+  assert(ops === undefined || ops.length === rows.length, 'one operation index per row')
+  const columns = columnsOf(table)
+  const first = rows[0]!
+  const present = columns.filter((column) => !column.hasDefault || first[column.key] !== undefined)
+  const defaulted = columns.filter((column) => column.hasDefault)
+  const payload = rows.map((record, index) => {
     const json: Record<string, unknown> = {}
-    for (const column of present) json[column.name] = toJson(record[column.key])
-    for (const column of columnsOf(table)) {
-      if (column.hasDefault) assert((record[column.key] === undefined) === (first[column.key] === undefined), `rows of one bulk insert into ${getTableName(table)} disagree on ${column.key}`)
+    for (let index = 0; index < present.length; index++) json[fieldOf(index)] = toJson(record[present[index]!.key])
+    for (const column of defaulted) {
+      assert((record[column.key] === undefined) === (first[column.key] === undefined), `rows of one bulk insert into ${getTableName(table)} disagree on ${column.key}`)
     }
+    if (ops !== undefined) json[OP_COLUMN] = ops[index]
     return json
   })
+  return { present, payload }
+}
+
+/** The column naming which operation of a batch a row belongs to (see `insertFromDocument`). */
+export const OP_COLUMN = 'kassa_op'
+
+/**
+ * Rows travel with short positional field names (`c0`, `c1`, …) rather than their column names:
+ * the JSON is a good part of what Postgres parses per row, and column names repeated in every row
+ * would double it.
+ */
+const fieldOf = (index: number) => `c${index}`
+
+function insertText(table: PgTable, present: ColumnShape[], tail: string, opFilter: string): { head: string; record: string; rest: string } {
   const names = present.map((column) => quoted(column.name)).join(', ')
-  const record = present.map((column) => `${quoted(column.name)} ${column.type}`).join(', ')
+  const fields = present.map((_, index) => fieldOf(index)).join(', ')
+  const record = present.map((column, index) => `${fieldOf(index)} ${column.type}`).join(', ') + (opFilter === '' ? '' : `, ${OP_COLUMN} integer`)
+  const aliases = opFilter === '' ? fields : `${fields}, ${OP_COLUMN}`
   // WITH ORDINALITY and ORDER BY keep the rows in the order given (serial columns follow it).
-  return sql`${sql.raw(`insert into ${quoted(getTableName(table))} (${names}) select ${names} from rows from (jsonb_to_recordset(`)}${JSON.stringify(payload)}${sql.raw(`::jsonb) as (${record})) with ordinality as r(${names}, kassa_row_order) order by kassa_row_order${tail === '' ? '' : ` ${tail}`}`)}`
+  return {
+    head: `insert into ${quoted(getTableName(table))} (${names}) select ${fields} from rows from (jsonb_to_recordset`,
+    record,
+    rest: `) with ordinality as r(${aliases}, kassa_row_order)${opFilter === '' ? '' : ` where ${opFilter}`} order by kassa_row_order${tail === '' ? '' : ` ${tail}`}`,
+  }
+}
+
+/**
+ * One insert of a multi-part statement whose rows all travel in one JSON document: the rows are
+ * read from `document -> key`, where `document` is SQL naming the jsonb value (for instance
+ * `(select j from input)`). Answers the insert's text and the rows to put under `key`.
+ *
+ * With `ops`, each row carries the index of the operation it belongs to, and `opFilter` (constant
+ * SQL over the `kassa_op` column) decides which rows are written: a batch can leave out the
+ * operations that lost their idempotency claim in the same statement.
+ */
+export function insertFromDocument<Table extends PgTable>(
+  table: Table,
+  rows: ReadonlyArray<Table['$inferInsert']>,
+  source: { document: string; key: string },
+  options: { tail?: string; ops?: readonly number[]; opFilter?: string } = {},
+): { text: string; rows: Record<string, unknown>[] } {
+  const { present, payload } = rowsAsJson(table, rows, options.ops)
+  const opFilter = options.ops === undefined ? '' : (options.opFilter ?? 'true')
+  const { head, record, rest } = insertText(table, present, options.tail ?? '', opFilter)
+  return { text: `${head}((select ${source.document} -> '${source.key}')) as (${record})${rest}`, rows: payload }
 }
 
 /** `ON CONFLICT (<target>) DO UPDATE SET` each of `columns` to the proposed row's value. */

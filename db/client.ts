@@ -24,6 +24,12 @@ export const EMBEDDED_IN_MEMORY = 'memory://'
 export interface DatabaseHandle {
   kind: 'postgres' | 'pglite'
   db: Database
+  /**
+   * The ledger writer's own connection (postgres.js with `max: 1`), so its statements reach
+   * Postgres in the order sent and can be pipelined: Postgres runs one connection's statements one
+   * after another. On PGlite, which runs in process, the same database as `db`.
+   */
+  writer: Database
   /** Subscribes to a NOTIFY channel; resolves once listening. */
   listen(channel: string, onPayload: (payload: string) => void): Promise<void>
   close(): Promise<void>
@@ -45,25 +51,28 @@ export async function openDatabase(options: DatabaseOptions): Promise<DatabaseHa
 const RECONNECT_BACKOFF_MAX_S = 1
 
 function openPostgres(url: string, poolMax: number): DatabaseHandle {
-  const client = postgres(url, {
-    max: poolMax,
+  const options = (max: number, applicationName: string) => ({
+    max,
     onnotice: () => {},
     // Money columns are numeric(38,0); keep them as exact strings so nothing passes through a float.
     types: { bigint: postgres.BigInt },
-    connection: { application_name: 'kassa' },
+    connection: { application_name: applicationName },
     // The driver's own curve (3^attempts / 100 s, jittered) but capped at 1 s instead of 20 s: after
     // an outage the pool reconnects within a second of the database coming back.
     backoff: (attempts: number) => (0.5 + Math.random() / 2) * Math.min(3 ** attempts / 100, RECONNECT_BACKOFF_MAX_S),
   })
+  const client = postgres(url, options(poolMax, 'kassa'))
+  const writerClient = postgres(url, options(1, 'kassa-ledger-writer'))
   const db = drizzlePostgres(client, { schema }) as unknown as Database
   return {
     kind: 'postgres',
     db,
+    writer: drizzlePostgres(writerClient, { schema }) as unknown as Database,
     async listen(channel, onPayload) {
       await client.listen(channel, onPayload)
     },
     async close() {
-      await client.end({ timeout: 5 })
+      await Promise.all([client.end({ timeout: 5 }), writerClient.end({ timeout: 5 })])
     },
   }
 }
@@ -79,6 +88,7 @@ async function openPglite(path: string): Promise<DatabaseHandle> {
   return {
     kind: 'pglite',
     db,
+    writer: db,
     async listen(channel, onPayload) {
       await client.listen(channel, onPayload)
     },

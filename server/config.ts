@@ -27,6 +27,8 @@ export interface Config {
   webhookDelivery: boolean
   /** Group commit on the ledger writer; off means one database transaction per operation. */
   groupCommit: boolean
+  /** Ledger batches in flight at once on Postgres (see `WriterOptions.pipelineDepth`). */
+  ledgerPipelineDepth: number
   /** Largest number of connections the postgres.js pool opens. */
   databasePoolMax: number
   logRequests: boolean
@@ -152,6 +154,7 @@ export function loadConfig(env: Environment = process.env): Config {
     webhookCaFile: readCaFile(env),
     webhookDelivery: readBoolean(env, 'WEBHOOK_DELIVERY', true),
     groupCommit: readBoolean(env, 'GROUP_COMMIT', true),
+    ledgerPipelineDepth: readInteger(env, 'LEDGER_PIPELINE_DEPTH', 2, 1, 16),
     databasePoolMax: readInteger(env, 'DATABASE_POOL_MAX', 10, 1, 200),
     logRequests: readBoolean(env, 'LOG_REQUESTS', false),
     screeningBlocklist: readBlocklist(env),
@@ -189,6 +192,7 @@ export function configForTests(overrides: Partial<Config> = {}): Config {
     webhookCaFile: undefined,
     webhookDelivery: true,
     groupCommit: true,
+    ledgerPipelineDepth: 2,
     databasePoolMax: 10,
     logRequests: false,
     screeningBlocklist: [],

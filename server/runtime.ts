@@ -62,7 +62,12 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
   await clock.load()
   const keys = new KeyCache(config.serviceEnv)
   await loadKeyCache(db, keys)
-  const ledger = await openLedger(db, { groupCommit: config.groupCommit, pipeline: database.kind === 'postgres' })
+  const ledger = await openLedger(db, {
+    groupCommit: config.groupCommit,
+    writerDb: database.writer,
+    // PGlite runs in process: nothing to overlap.
+    pipelineDepth: database.kind === 'postgres' ? config.ledgerPipelineDepth : 1,
+  })
   const addresses = new AddressDeriver(hexToBytes(config.depositKeySeedHex))
   const runtime: Runtime = {
     config,

@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm'
-import { check, index, integer, numeric, pgTable, primaryKey, text, timestamp } from 'drizzle-orm/pg-core'
+import { bigint, check, index, integer, numeric, pgTable, primaryKey, text, timestamp } from 'drizzle-orm/pg-core'
 
 const money = (name: string) => numeric(name, { precision: 38, scale: 0, mode: 'bigint' })
 const at = (name: string) => timestamp(name, { withTimezone: true, mode: 'date' })
@@ -67,8 +67,21 @@ export const ledgerBalances = pgTable(
       'ledger_balances_customer_nonnegative',
       sql`${table.kind} <> 'customer' or (${table.available} >= 0 and ${table.held} >= 0 and ${table.inFlight} >= 0)`,
     ),
+    check('ledger_balances_total', sql`${table.total} = ${table.available} + ${table.held} + ${table.inFlight}`),
   ],
 )
+
+/**
+ * The group-commit writer's order guard: every batch it sends moves its row from the previous
+ * sequence number to the next in the same statement, so a batch commits only if every batch the
+ * writer sent before it did (see `server/ledger/writer.ts`). One row per writer generation.
+ * Unlogged (made so in the migration): it matters only while its writer runs.
+ */
+export const ledgerWriterSequences = pgTable('ledger_writer_sequences', {
+  writerId: text('writer_id').primaryKey(),
+  seq: bigint('seq', { mode: 'number' }).notNull(),
+  updatedAt: at('updated_at').notNull(),
+})
 
 export const holds = pgTable(
   'holds',

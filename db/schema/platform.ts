@@ -52,7 +52,7 @@ export const events = pgTable(
     data: jsonb('data').$type<Record<string, unknown>>().notNull(),
     createdAt: createdAt(),
   },
-  (table) => [uniqueIndex('events_id_unique').on(table.id), index('events_org_seq_idx').on(table.orgId, table.seq)],
+  (table) => [uniqueIndex('events_id_unique').on(table.id)],
 )
 
 export const idempotencyRecords = pgTable(

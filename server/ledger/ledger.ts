@@ -26,8 +26,10 @@ export interface PendingHold {
 export interface LedgerOptions {
   groupCommit: boolean
   batchMax?: number
-  /** Pipeline a batch's statements (a Postgres server; PGlite runs in process). */
-  pipeline?: boolean
+  /** The writer's own connection (see `DatabaseHandle.writer`); `db` when not given. */
+  writerDb?: Database
+  /** Batches in flight at once (see `WriterOptions.pipelineDepth`); 1 when not given. */
+  pipelineDepth?: number
   policies?: Readonly<Record<AssetCode, AssetPolicy>>
 }
 
@@ -50,7 +52,11 @@ export class Ledger {
     options: LedgerOptions,
   ) {
     this.accounts = new AccountDirectory(db)
-    this.writer = new GroupCommitWriter(db, this.balances, { groupCommit: options.groupCommit, batchMax: options.batchMax ?? DEFAULT_BATCH_MAX, pipeline: options.pipeline ?? false })
+    this.writer = new GroupCommitWriter(db, options.writerDb ?? db, this.balances, {
+      groupCommit: options.groupCommit,
+      batchMax: options.batchMax ?? DEFAULT_BATCH_MAX,
+      pipelineDepth: options.pipelineDepth ?? 1,
+    })
     this.policies = options.policies ?? DEFAULT_ASSET_POLICIES
   }
 

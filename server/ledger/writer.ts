@@ -1,11 +1,12 @@
-import { and, eq, inArray, sql } from 'drizzle-orm'
+import { inArray, sql, type SQL } from 'drizzle-orm'
+import type { PgTable } from 'drizzle-orm/pg-core'
 import type { IdempotencyRow } from '../platform/idempotency.ts'
-import { bulkInsert, upsertTail } from '../../db/bulk.ts'
+import { insertFromDocument, OP_COLUMN, upsertTail } from '../../db/bulk.ts'
 import { queryPrepared, type Database, type Transaction } from '../../db/client.ts'
 import { chainArrivals, deposits, events, holds, idempotencyRecords, ledgerBalances, ledgerMovements, ledgerPostings, payments, transfers } from '../../db/schema/index.ts'
 import { assert } from '../lib/assert.ts'
 import { ApiError } from '../lib/errors.ts'
-import { insertRecords, recordId } from '../platform/idempotency.ts'
+import { recordId } from '../platform/idempotency.ts'
 import { balanceKey, deltasOf, type BalanceDelta, type HotBalance, type HotBalances, type Posting } from './hot-balances.ts'
 
 export type HoldRow = typeof holds.$inferInsert
@@ -91,42 +92,6 @@ interface Queued {
   reject: (error: unknown) => void
 }
 
-export interface WriterOptions {
-  groupCommit: boolean
-  /** Upper bound on operations per transaction; keeps statements under Postgres' parameter limit. */
-  batchMax: number
-  /**
-   * Send a batch's statements without waiting for each answer (postgres.js pipelines them on the
-   * transaction's connection; Postgres still runs them in order). A batch then costs about two
-   * round trips (the statements, then COMMIT) instead of one per statement. Off for PGlite, which
-   * runs in process and has no round trips to save.
-   */
-  pipeline: boolean
-}
-
-/** A statement not yet sent: the batch decides whether to pipeline it or await it in turn. */
-type Statement = () => PromiseLike<unknown>
-
-/**
- * A batch's statements do not depend on each other (the driver may put them on the wire in any
- * order), so with pipelining they are all sent before any answer is awaited; the first failure
- * fails the batch.
- */
-async function runStatements(statements: Statement[], pipeline: boolean): Promise<void> {
-  if (pipeline) await Promise.all(statements.map((statement) => statement()))
-  else for (const statement of statements) await statement()
-}
-
-/**
- * Holds and payments are opened and closed by different operations, possibly in one batch; the
- * last state queued for an id is the one written (queue order is decision order).
- */
-function lastStatePerId<Row extends { id: string }>(rows: Row[]): Row[] {
-  const latest = new Map<string, Row>()
-  for (const row of rows) latest.set(row.id, row)
-  return [...latest.values()]
-}
-
 /** The operation was withdrawn before it was written: nothing of it was applied. */
 export class OperationWithdrawn extends Error {
   constructor() {
@@ -152,30 +117,114 @@ export class CommitFailedError extends ApiError {
   }
 }
 
+export interface WriterOptions {
+  groupCommit: boolean
+  /** Upper bound on operations per batch (one statement). */
+  batchMax: number
+  /**
+   * How many batches may be on their way to Postgres at once. Each batch is one statement that
+   * commits by itself, sent on the writer's own connection, where Postgres runs them one after
+   * another in the order sent; with more than one in flight the next batch is built and on the wire
+   * while the previous one executes and flushes. 1 for PGlite, which runs in process.
+   */
+  pipelineDepth: number
+}
+
+/** The writer's order guard, the batch statement's inputs besides the rows. */
+interface Guard {
+  writerId: string
+  seq: number
+}
+
+/** A batch on its way: sent, not yet answered. */
+interface Flight {
+  batch: Queued[]
+  seq: number
+  sentAt: number
+  /** Operations that lost their key to an earlier operation of the same batch; rejected once the batch is answered. */
+  keyTaken: Queued[]
+  /** Given up by a failure of an earlier batch: already undone and rejected, its answer is ignored. */
+  abandoned: boolean
+}
+
+/** What a batch statement answers: the balance rows it wrote, and the operations whose key was already held. */
+interface BatchResult {
+  written: HotBalance[]
+  lostOps: Set<number>
+}
+
 /**
- * The group-commit writer: one loop takes whatever has queued (up to `batchMax`, or exactly one
- * with group commit off) and writes it in one transaction. Callers are resolved only after COMMIT.
- * A failed commit fails that batch and everything queued behind it (they were decided against
- * reservations that are now void), undoes their reservations and reconciles memory with Postgres.
+ * Holds and payments are opened and closed by different operations, possibly in one batch; the
+ * last state queued for an id is the one written (queue order is decision order).
+ */
+function lastStatePerId<Row extends { id: string }>(rows: Array<{ row: Row; op: number }>): Array<{ row: Row; op: number }> {
+  const latest = new Map<string, { row: Row; op: number }>()
+  for (const entry of rows) latest.set(entry.row.id, entry)
+  return [...latest.values()]
+}
+
+/** Rows of one kind from every operation of a batch, each with its operation's index. */
+function rowsOf<Row>(ops: LedgerOperation[], pick: (op: LedgerOperation) => Row[] | undefined): Array<{ row: Row; op: number }> {
+  const rows: Array<{ row: Row; op: number }> = []
+  ops.forEach((op, index) => {
+    for (const row of pick(op) ?? []) rows.push({ row, op: index })
+  })
+  return rows
+}
+
+const DOCUMENT = '(select j from input)'
+/** SQL over `kassa_op`: the row's operation kept its idempotency claim. */
+const NOT_LOST = `${OP_COLUMN} not in (select op from lost)`
+
+/**
+ * The group-commit writer. Operations queue in decision order; the writer takes whatever has
+ * queued (up to `batchMax`, or exactly one with group commit off) and writes it as ONE statement
+ * that commits by itself: every insert and the balance update are parts of one statement (CTEs)
+ * reading one JSON parameter, so a batch costs one round trip and one WAL flush whatever its size,
+ * and up to `pipelineDepth` batches are in flight at once on the writer's own connection. Callers
+ * are resolved only after their batch committed.
+ *
+ * Order: every batch also moves the writer's guard row from its predecessor's sequence number to its
+ * own, and refuses itself (rolling back entirely) when the row is not where it expects: a batch
+ * commits only if every batch sent before it did. A failure therefore fails that batch, everything
+ * in flight behind it and everything queued (they were decided against reservations that are now
+ * void); their reservations are undone, memory is reconciled with Postgres, and the writer starts a
+ * new guard row before sending again.
+ *
+ * Operations with guarded writes (a quote consumed once, a withdrawal closed once) go in a
+ * transaction of their own batch, alone on the connection, with their conditional writes first.
  */
 export class GroupCommitWriter {
   private queue: Queued[] = []
   private resyncs: Array<{ touched: Map<string, BalanceDelta>; resolve: () => void; reject: (error: unknown) => void }> = []
   /** Queued operations by identity, so one can be withdrawn without searching the queue. */
   private readonly waiting = new Map<LedgerOperation, Queued>()
-  private running = false
+  /** Batches sent and not yet answered, oldest first (Postgres answers them in this order). */
+  private inFlight: Flight[] = []
+  /** A transaction batch or a reconciliation owns the connection: nothing else is sent. */
+  private exclusive = false
+  /** Balances touched by failed batches, read back from Postgres before anything more is sent. */
+  private recovering: Map<string, BalanceDelta> | undefined
+  private pumping = false
   private idleWaiters: Array<() => void> = []
+  private guard: Guard = { writerId: newWriterId(), seq: 0 }
   committedOperations = 0
   committedBatches = 0
-  /** Recent transaction time and operations per millisecond (moving averages), for `expectedWaitMs`. */
+  /** Commit-point checks that found memory and Postgres apart (a bug); memory took Postgres' values. */
+  invariantBreaches = 0
+  /** Recent batch latency and operations per millisecond (moving averages), for `expectedWaitMs`. */
   private batchMs = 0
   private operationsPerMs = 0
+  private lastAnsweredAt = 0
 
   constructor(
     private readonly db: Database,
+    private readonly writerDb: Database,
     private readonly balances: HotBalances,
     private readonly options: WriterOptions,
-  ) {}
+  ) {
+    assert(options.pipelineDepth >= 1, 'the writer sends at least one batch at a time')
+  }
 
   /** Reserves in memory (already done by the caller) and resolves once the commit is durable. */
   enqueue(op: LedgerOperation, deltas: Map<string, BalanceDelta>): Promise<void> {
@@ -183,7 +232,7 @@ export class GroupCommitWriter {
       const item: Queued = { op, deltas, withdrawn: false, resolve, reject }
       this.queue.push(item)
       this.waiting.set(op, item)
-      if (!this.running) void this.run()
+      this.pump()
     })
   }
 
@@ -200,32 +249,106 @@ export class GroupCommitWriter {
 
   /**
    * How long an operation queued now would wait for its commit, from the recent pace: what is
-   * queued ahead of it divided by the recent rate, plus one transaction. Callers with a deadline
-   * (an authorization) decline at once when it cannot be met, instead of queueing work that would
-   * only be withdrawn: under overload the writer keeps approving at its capacity.
+   * queued ahead of it divided by the recent rate, plus one batch. Callers with a deadline (an
+   * authorization) decline at once when it cannot be met, instead of queueing work that would only
+   * be withdrawn: under overload the writer keeps approving at its capacity.
    */
   expectedWaitMs(): number {
     if (this.operationsPerMs === 0) return 0
     return this.waiting.size / this.operationsPerMs + this.batchMs
   }
 
-  private recordPace(operations: number, elapsedMs: number): void {
-    const weight = 0.2
-    this.batchMs = this.batchMs === 0 ? elapsedMs : this.batchMs * (1 - weight) + elapsedMs * weight
-    const rate = operations / Math.max(elapsedMs, 0.1)
-    this.operationsPerMs = this.operationsPerMs === 0 ? rate : this.operationsPerMs * (1 - weight) + rate * weight
+  /** Resolves when nothing is queued, in flight or being reconciled. */
+  idle(): Promise<void> {
+    if (this.isIdle()) return Promise.resolve()
+    return new Promise((resolve) => this.idleWaiters.push(resolve))
   }
 
-  /** Takes the next batch off the queue; from here on its operations can no longer be withdrawn. */
-  private takeBatch(): Queued[] {
+  pendingCount(): number {
+    return this.waiting.size
+  }
+
+  inFlightCount(): number {
+    return this.inFlight.length
+  }
+
+  /**
+   * Takes the database's values into memory for these balances (plus what is still queued), when
+   * nothing is in flight. For a caller that learns a commit reported as failed did land after all
+   * (its reply was lost with the connection). Rejects if the database cannot be read.
+   */
+  resync(touched: Map<string, BalanceDelta>): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      this.resyncs.push({ touched, resolve, reject })
+      this.pump()
+    })
+  }
+
+  /** Batches that may be in flight at once. */
+  get pipelineDepth(): number {
+    return this.options.pipelineDepth
+  }
+
+  /**
+   * Every wait of the writer for Postgres goes through here: a batch statement, or a guarded
+   * batch's transaction. (Tests replace it to stall the writer as a slow database would.)
+   */
+  private execute<T>(run: () => Promise<T>): Promise<T> {
+    return run()
+  }
+
+  private isIdle(): boolean {
+    return this.queue.length === 0 && this.inFlight.length === 0 && !this.exclusive && this.resyncs.length === 0 && this.recovering === undefined
+  }
+
+  /** Sends what can be sent now; called whenever something is queued or a batch is answered. */
+  private pump(): void {
+    if (this.pumping) return
+    this.pumping = true
+    try {
+      while (!this.exclusive) {
+        if (this.recovering !== undefined || this.resyncs.length > 0) {
+          if (this.inFlight.length === 0) void this.runExclusive(() => this.reconcile())
+          break
+        }
+        const head = this.firstLive()
+        if (head === undefined) break
+        if (head.op.guardedWrites !== undefined && head.op.guardedWrites.length > 0) {
+          if (this.inFlight.length === 0) void this.runExclusive(() => this.sendGuarded())
+          break
+        }
+        if (this.inFlight.length >= this.options.pipelineDepth) break
+        const batch = this.takeBatch(false)
+        if (batch.length > 0) this.send(batch)
+      }
+    } finally {
+      this.pumping = false
+    }
+    if (this.isIdle()) for (const wake of this.idleWaiters.splice(0)) wake()
+  }
+
+  private firstLive(): Queued | undefined {
+    while (this.queue.length > 0 && this.queue[0]!.withdrawn) this.queue.shift()
+    return this.queue[0]
+  }
+
+  /**
+   * Takes the next batch off the queue; from here on its operations can no longer be withdrawn. A
+   * pipelined batch stops before the next operation with guarded writes (those go in a transaction).
+   */
+  private takeBatch(guarded: boolean): Queued[] {
     const batchMax = this.options.groupCommit ? this.options.batchMax : 1
     const batch: Queued[] = []
     const latestStart = performance.now() + this.batchMs
     let taken = 0
     while (batch.length < batchMax && taken < this.queue.length) {
       const item = this.queue[taken]!
+      if (item.withdrawn) {
+        taken += 1
+        continue
+      }
+      if (!guarded && item.op.guardedWrites !== undefined && item.op.guardedWrites.length > 0) break
       taken += 1
-      if (item.withdrawn) continue
       if (item.op.deadline !== undefined && item.op.deadline < latestStart) {
         // It would commit after its caller stopped waiting: withdrawn now rather than written late.
         this.withdraw(item.op)
@@ -238,106 +361,136 @@ export class GroupCommitWriter {
     return batch
   }
 
-  /** Resolves when nothing is queued or being written. */
-  idle(): Promise<void> {
-    if (!this.running && this.queue.length === 0) return Promise.resolve()
-    return new Promise((resolve) => this.idleWaiters.push(resolve))
-  }
-
-  pendingCount(): number {
-    return this.waiting.size
-  }
-
-  private async run(): Promise<void> {
-    this.running = true
+  /** Sends a batch as one pipelined statement; its answer is handled in order by `answered`. */
+  private send(batch: Queued[]): void {
+    const flight: Flight = { batch, seq: this.guard.seq + 1, sentAt: performance.now(), keyTaken: this.separateDuplicateClaims(batch), abandoned: false }
+    let statement: SQL
     try {
-      while (this.queue.length > 0 || this.resyncs.length > 0) {
-        for (const request of this.resyncs.splice(0)) await this.readBack(request.touched).then(request.resolve, request.reject)
-        const batch = this.takeBatch()
-        if (batch.length === 0) continue
-        const keyTaken: Queued[] = []
-        const startedAt = performance.now()
-        try {
-          await this.db.transaction((tx) => this.writeBatch(tx, batch, keyTaken))
-        } catch (error) {
-          if (error instanceof GuardsRefusedError) this.refuseGuarded(batch, error.refused)
-          else await this.failUncommitted(batch, error)
-          continue
-        } finally {
-          for (const item of keyTaken) item.reject(new IdempotencyKeyTaken(item.op.idempotencyRecord!.orgId, item.op.idempotencyRecord!.key))
-        }
-        this.recordPace(batch.length, performance.now() - startedAt)
-        this.committedBatches += 1
-        this.committedOperations += batch.length
-        for (const item of batch) {
-          item.op.committed?.()
-          item.resolve()
-        }
-      }
-    } finally {
-      this.running = false
-      for (const wake of this.idleWaiters.splice(0)) wake()
+      statement = this.batchStatement(flight)
+    } catch (error) {
+      // Nothing was sent: the guard does not move, and the failure is this batch's alone.
+      this.failBatches([flight], error)
+      this.pump()
+      return
     }
+    this.guard = { ...this.guard, seq: flight.seq }
+    this.inFlight.push(flight)
+    this.execute(() => queryPrepared<Record<string, string | null>>(this.writerDb, statement)).then(
+      (rows) => this.answered(flight, rows, undefined),
+      (error: unknown) => this.answered(flight, undefined, error),
+    )
   }
 
-  private async writeBatch(tx: Transaction, batch: Queued[], keyTaken: Queued[]): Promise<void> {
-    await this.claimIdempotencyKeys(tx, batch, keyTaken)
-    if (batch.length === 0) return
-    await this.runGuardedWrites(tx, batch)
-    const ops = batch.map((item) => item.op)
-    let written: HotBalance[] = []
-    const balances = this.balanceStatement(tx, batch, (rows) => {
-      written = rows
+  /** A batch's answer (rows or error). Postgres answers one connection's statements in order. */
+  private answered(flight: Flight, rows: Array<Record<string, string | null>> | undefined, error: unknown): void {
+    assert(this.inFlight[0] === flight, 'batches are answered in the order they were sent')
+    if (flight.abandoned) {
+      this.inFlight.shift()
+      this.pump()
+      return
+    }
+    if (rows === undefined) {
+      this.failInFlight(error)
+      this.pump()
+      return
+    }
+    this.inFlight.shift()
+    this.settle(flight, readResult(rows))
+    this.pump()
+  }
+
+  /** A committed batch: lost claims undone, memory checked against Postgres, callers resolved. */
+  private settle(flight: Flight, result: BatchResult): void {
+    const { batch } = flight
+    const lost = batch.filter((_, index) => result.lostOps.has(index))
+    for (const item of [...lost].reverse()) this.undo(item)
+    this.checkCommitPoint(result.written)
+    const now = performance.now()
+    this.recordPace(batch.length - lost.length, now - flight.sentAt, now - Math.max(flight.sentAt, this.lastAnsweredAt))
+    this.lastAnsweredAt = now
+    this.committedBatches += 1
+    this.committedOperations += batch.length - lost.length
+    batch.forEach((item, index) => {
+      if (result.lostOps.has(index)) return
+      item.op.committed?.()
+      item.resolve()
     })
-    const statements: Statement[] = [
-      () => queryPrepared(tx, bulkInsert(ledgerMovements, ops.map((op) => ({ id: op.movementId, orgId: op.orgId, kind: op.movementKind, reference: op.reference, createdAt: op.createdAt })))),
-      () =>
-        queryPrepared(
-          tx,
-          bulkInsert(
-            ledgerPostings,
-            ops.flatMap((op) =>
-              op.postings.map((posting, leg) => ({
-                movementId: op.movementId,
-                leg,
-                orgId: op.orgId,
-                accountId: posting.accountId,
-                bucket: posting.bucket,
-                asset: posting.asset,
-                amount: posting.amountMinor,
-              })),
-            ),
-          ),
-        ),
-      balances,
-      ...this.domainStatements(tx, ops),
-    ]
-    await runStatements(statements, this.options.pipeline)
-    this.assertCommitPoint(written)
+    for (const item of [...lost, ...flight.keyTaken]) item.reject(new IdempotencyKeyTaken(item.op.idempotencyRecord!.orgId, item.op.idempotencyRecord!.key))
+  }
+
+  private recordPace(operations: number, latencyMs: number, serviceMs: number): void {
+    const weight = 0.2
+    this.batchMs = this.batchMs === 0 ? latencyMs : this.batchMs * (1 - weight) + latencyMs * weight
+    const rate = operations / Math.max(serviceMs, 0.1)
+    this.operationsPerMs = this.operationsPerMs === 0 ? rate : this.operationsPerMs * (1 - weight) + rate * weight
   }
 
   /**
-   * Inserts the batch's idempotency records (an expired record with the same key is replaced).
-   * Operations whose key is held are moved from `batch` to `keyTaken` and their reservations undone
-   * before anything else is written, so the rest of the batch, and the commit-point check, never
-   * see them.
+   * The oldest batch in flight failed. Every batch behind it will be refused by the order guard (or
+   * fail with the same connection), and everything queued was decided against reservations that
+   * are now void: all of it is undone and failed now, and nothing is sent until memory has been
+   * reconciled with Postgres.
    */
-  private async claimIdempotencyKeys(tx: Transaction, batch: Queued[], keyTaken: Queued[]): Promise<void> {
-    const claiming = batch.filter((item) => item.op.idempotencyRecord !== undefined)
-    if (claiming.length === 0) return
-    const idOf = (row: IdempotencyRow) => recordId(row.orgId, row.key)
-    // One statement cannot touch a row twice; a second claim of a key in one batch loses anyway.
-    const firstPerKey = new Map<string, IdempotencyRow>()
-    for (const item of claiming) if (!firstPerKey.has(idOf(item.op.idempotencyRecord!))) firstPerKey.set(idOf(item.op.idempotencyRecord!), item.op.idempotencyRecord!)
-    const won = await insertRecords(tx, [...firstPerKey.values()])
-    const winners = new Set([...firstPerKey.values()].filter((row) => won.has(idOf(row))))
-    for (let index = batch.length - 1; index >= 0; index--) {
-      const item = batch[index]!
-      if (item.op.idempotencyRecord === undefined || winners.has(item.op.idempotencyRecord)) continue
-      batch.splice(index, 1)
-      keyTaken.unshift(item)
-      this.undo(item)
+  private failInFlight(error: unknown): void {
+    const flights = this.inFlight.slice()
+    this.inFlight.shift()
+    for (const flight of flights.slice(1)) flight.abandoned = true
+    this.failBatches(flights, error)
+  }
+
+  private failBatches(flights: Flight[], error: unknown): void {
+    const queued = this.queue.splice(0).filter((item) => !item.withdrawn)
+    this.waiting.clear()
+    const failed = [...flights.flatMap((flight) => [...flight.batch, ...flight.keyTaken]), ...queued]
+    console.error(`ledger: a batch of ${flights[0]!.batch.length} operation(s) failed; failing ${failed.length} uncommitted operation(s)`, error)
+    // Undo in reverse order of reservation, so each undo sees the state its reservation left.
+    for (const item of [...failed].reverse()) this.undo(item)
+    const touched = this.recovering ?? new Map<string, BalanceDelta>()
+    for (const item of failed) for (const [key, delta] of item.deltas) touched.set(key, delta)
+    this.recovering = touched
+    // A new guard row: whatever became of the failed batches, the next one starts a fresh sequence.
+    this.guard = { writerId: newWriterId(), seq: 0 }
+    const failure = new CommitFailedError(error)
+    for (const item of failed) item.reject(failure)
+  }
+
+  /** Runs `task` alone on the connection (nothing in flight, nothing else sent meanwhile). */
+  private async runExclusive(task: () => Promise<void>): Promise<void> {
+    assert(this.inFlight.length === 0 && !this.exclusive, 'an exclusive task runs alone')
+    this.exclusive = true
+    try {
+      await task()
+    } catch (error) {
+      console.error('ledger: writer task failed', error)
+    } finally {
+      this.exclusive = false
+      this.pump()
     }
+  }
+
+  /** A batch starting with guarded writes: one transaction, its conditional writes first. */
+  private async sendGuarded(): Promise<void> {
+    const batch = this.takeBatch(true)
+    if (batch.length === 0) return
+    const flight: Flight = { batch, seq: this.guard.seq + 1, sentAt: performance.now(), keyTaken: this.separateDuplicateClaims(batch), abandoned: false }
+    let result: BatchResult
+    try {
+      result = await this.execute(() =>
+        this.writerDb.transaction(async (tx) => {
+          await this.runGuardedWrites(tx, batch)
+          return readResult(await queryPrepared<Record<string, string | null>>(tx, this.batchStatement(flight)))
+        }),
+      )
+    } catch (error) {
+      if (error instanceof GuardsRefusedError) {
+        this.refuseGuarded(flight, error.refused)
+        return
+      }
+      this.failBatches([flight], error)
+      return
+    }
+    this.guard = { ...this.guard, seq: flight.seq }
+    this.settle(flight, result)
   }
 
   private async runGuardedWrites(tx: Transaction, batch: Queued[]): Promise<void> {
@@ -357,12 +510,35 @@ export class GroupCommitWriter {
    * the head of the queue (and can be withdrawn again). Undoing a reservation only returns money to
    * where it came from, so the decisions of the operations behind it stay valid.
    */
-  private refuseGuarded(batch: Queued[], refused: Map<Queued, ApiError>): void {
-    for (const item of [...batch].reverse()) if (refused.has(item)) this.undo(item)
-    const retried = batch.filter((item) => !refused.has(item))
+  private refuseGuarded(flight: Flight, refused: Map<Queued, ApiError>): void {
+    const retried = [...flight.batch, ...flight.keyTaken].filter((item) => !refused.has(item))
+    for (const item of [...flight.batch].reverse()) if (refused.has(item)) this.undo(item)
     this.queue.unshift(...retried)
     for (const item of retried) this.waiting.set(item.op, item)
     for (const [item, error] of refused) item.reject(error)
+  }
+
+  /**
+   * A key claimed twice in one batch: one statement cannot write a row twice, and the second claim
+   * loses anyway. Such operations leave the batch (undone) and are refused once it is answered.
+   */
+  private separateDuplicateClaims(batch: Queued[]): Queued[] {
+    const seen = new Set<string>()
+    const keyTaken: Queued[] = []
+    for (let index = 0; index < batch.length; index++) {
+      const record = batch[index]!.op.idempotencyRecord
+      if (record === undefined) continue
+      const id = recordId(record.orgId, record.key)
+      if (!seen.has(id)) {
+        seen.add(id)
+        continue
+      }
+      keyTaken.push(batch[index]!)
+      batch.splice(index, 1)
+      index -= 1
+    }
+    for (const item of [...keyTaken].reverse()) this.undo(item)
+    return keyTaken
   }
 
   /** Gives back an operation's reservation in memory (balances and whatever `reserve` did). */
@@ -373,162 +549,158 @@ export class GroupCommitWriter {
   }
 
   /**
-   * One statement adds the batch's deltas to every touched balance. Existing rows are updated by
-   * adding the deltas (not absolute values: Postgres adds them to what it holds, so its own checks,
-   * no negative customer bucket, judge the real result); rows seen for the first time are inserted
-   * with the deltas as their values, checked the same way. Both parts read one snapshot, so each
-   * row goes to exactly one of them.
+   * The batch as one statement: its rows travel as one JSON document (`input`), each table is one
+   * data-modifying CTE, the balances are updated by adding the batch's deltas (Postgres adds them to
+   * what it holds, so its own checks, no negative customer bucket and total = available + held +
+   * in flight, judge the real result), and the order guard moves from this batch's predecessor to
+   * it or the statement refuses itself. Operations whose idempotency claim finds the key held are
+   * left out of every part and reported back.
    */
-  private balanceStatement(tx: Transaction, batch: Queued[], read: (rows: HotBalance[]) => void): Statement {
-    const combined = new Map<string, BalanceDelta>()
-    for (const item of batch) deltasOf(item.op.orgId, item.op.postings, 1n, combined)
-    const deltas = [...combined.values()]
-    const payload = JSON.stringify(
-      deltas.map((delta) => ({
-        org_id: delta.orgId,
-        account_id: delta.accountId,
-        asset: delta.asset,
-        kind: delta.kind,
-        available: delta.available.toString(),
-        held: delta.held.toString(),
-        in_flight: delta.inFlight.toString(),
-      })),
-    )
-    const updatedAt = new Date().toISOString()
-    return async () => {
-      const rows = await queryPrepared<Record<string, string>>(
-        tx,
-        sql`with d as (
-              select * from jsonb_to_recordset(${payload}::jsonb)
-                as d(org_id text, account_id text, asset text, kind text, available numeric, held numeric, in_flight numeric)
-            ),
-            created as (
-              insert into ledger_balances (org_id, account_id, asset, kind, available, held, in_flight, total, updated_at)
-              select d.org_id, d.account_id, d.asset, d.kind, d.available, d.held, d.in_flight, d.available + d.held + d.in_flight, ${updatedAt}::timestamptz
-              from d
-              where not exists (select 1 from ledger_balances b where b.org_id = d.org_id and b.account_id = d.account_id and b.asset = d.asset)
-              returning org_id, account_id, asset, kind, available, held, in_flight, total
-            ),
-            updated as (
-              update ledger_balances as b set
-                available = b.available + d.available, held = b.held + d.held, in_flight = b.in_flight + d.in_flight,
-                total = b.total + d.available + d.held + d.in_flight, updated_at = ${updatedAt}::timestamptz
-              from d
-              where b.org_id = d.org_id and b.account_id = d.account_id and b.asset = d.asset
-              returning b.org_id, b.account_id, b.asset, b.kind, b.available, b.held, b.in_flight, b.total
-            )
-            select org_id, account_id, asset, kind, available::text as available, held::text as held, in_flight::text as in_flight, total::text as total from created
-            union all
-            select org_id, account_id, asset, kind, available::text, held::text, in_flight::text, total::text from updated`,
+  private batchStatement(flight: Flight): SQL {
+    const ops = flight.batch.map((item) => item.op)
+    const claims = rowsOf(ops, (op) => (op.idempotencyRecord ? [op.idempotencyRecord] : undefined))
+    const filtered = claims.length > 0
+    const document: Record<string, unknown> = {
+      writer: this.guard.writerId,
+      seq: flight.seq,
+      prev: flight.seq - 1,
+      at: new Date().toISOString(),
+    }
+    const parts: string[] = []
+    const add = <Table extends PgTable>(name: string, table: Table, entries: Array<{ row: Table['$inferInsert']; op: number }>, tail?: string) => {
+      if (entries.length === 0) return
+      const part = insertFromDocument(
+        table,
+        entries.map((entry) => entry.row),
+        { document: DOCUMENT, key: name },
+        filtered ? { tail, ops: entries.map((entry) => entry.op), opFilter: NOT_LOST } : { tail },
       )
-      assert(rows.length === deltas.length, 'every touched balance row was written exactly once')
-      read(
-        rows.map((row) => ({
-          orgId: row.org_id!,
-          accountId: row.account_id!,
-          asset: row.asset!,
-          kind: row.kind as HotBalance['kind'],
-          available: BigInt(row.available!),
-          held: BigInt(row.held!),
-          inFlight: BigInt(row.in_flight!),
-          total: BigInt(row.total!),
-        })),
+      document[name] = part.rows
+      parts.push(`${name} as (${part.text})`)
+    }
+    if (filtered) {
+      const part = insertFromDocument(
+        idempotencyRecords,
+        claims.map((entry) => entry.row),
+        { document: DOCUMENT, key: 'claims' },
+        { tail: `${CLAIM_TAIL} returning org_id, key` },
+      )
+      // The claim's key again, under names the `lost` part reads (the insert reads positional fields).
+      document.claims = part.rows.map((row, index) => ({ ...row, org_id: claims[index]!.row.orgId, key: claims[index]!.row.key, [OP_COLUMN]: claims[index]!.op }))
+      parts.push(`claimed as (${part.text})`)
+      parts.push(
+        `lost as (select c.${OP_COLUMN} as op from jsonb_to_recordset(${DOCUMENT} -> 'claims') as c(org_id text, key text, ${OP_COLUMN} integer)
+          where not exists (select 1 from claimed w where w.org_id = c.org_id and w.key = c.key))`,
       )
     }
+    parts.push(
+      `guard as (insert into ledger_writer_sequences (writer_id, seq, updated_at)
+        select j ->> 'writer', (j ->> 'seq')::bigint, (j ->> 'at')::timestamptz from input
+        on conflict (writer_id) do update set seq = excluded.seq, updated_at = excluded.updated_at
+        where ledger_writer_sequences.seq = (select (j ->> 'prev')::bigint from input)
+        returning seq)`,
+    )
+    add(
+      'movements',
+      ledgerMovements,
+      ops.map((op, index) => ({ row: { id: op.movementId, orgId: op.orgId, kind: op.movementKind, reference: op.reference, createdAt: op.createdAt }, op: index })),
+    )
+    add(
+      'postings',
+      ledgerPostings,
+      ops.flatMap((op, index) =>
+        op.postings.map((posting, leg) => ({
+          row: { movementId: op.movementId, leg, orgId: op.orgId, accountId: posting.accountId, bucket: posting.bucket, asset: posting.asset, amount: posting.amountMinor },
+          op: index,
+        })),
+      ),
+    )
+    document.balances = this.balanceDeltas(flight.batch, filtered)
+    parts.push(filtered ? BALANCE_DELTAS_PER_OPERATION : BALANCE_DELTAS)
+    parts.push(BALANCE_WRITES)
+    add('holds', holds, lastStatePerId(rowsOf(ops, (op) => op.holds)), upsertTail('id', ['state', 'captured_amount', 'transfer_id', 'closed_at']))
+    add('transfers', transfers, rowsOf(ops, (op) => op.transfers))
+    add('payments', payments, lastStatePerId(rowsOf(ops, (op) => op.payments)), upsertTail('id', ['state', 'failure_code', 'captured_amount', 'closed_at']))
+    // A new arrival conflicts on its id only when it is being moved on; the (network, txHash,
+    // address) key refuses a second row for the same observation, failing the commit loudly.
+    add(
+      'arrivals',
+      chainArrivals,
+      lastStatePerId(rowsOf(ops, (op) => op.chainArrivals)),
+      upsertTail('id', ['state', 'disposition', 'account_id', 'deposit_id', 'finalized_at', 'resolved_at', 'resolution_note']),
+    )
+    add('deposits', deposits, lastStatePerId(rowsOf(ops, (op) => op.deposits)), upsertTail('id', ['state', 'received_amount', 'amount_match', 'arrival_id', 'tx_hash', 'arrived_at', 'completed_at']))
+    // Events go in the same statement as the change they describe (the outbox), in queue order.
+    add('events', events, rowsOf(ops, (op) => op.events))
+    const answers = rowsOf(ops, (op) => (op.idempotencyAnswer ? [op.idempotencyAnswer] : undefined))
+    if (answers.length > 0) {
+      document.answers = answers.map(({ row, op }) => ({ org_id: row.orgId, key: row.key, response_status: row.responseStatus, response_body: row.responseBody, [OP_COLUMN]: op }))
+      parts.push(
+        `answers as (update idempotency_records r set response_status = a.response_status, response_body = a.response_body
+          from jsonb_to_recordset(${DOCUMENT} -> 'answers') as a(org_id text, key text, response_status integer, response_body text, ${OP_COLUMN} integer)
+          where r.org_id = a.org_id and r.key = a.key${filtered ? ` and a.${NOT_LOST}` : ''})`,
+      )
+    }
+    const lostRows = filtered ? `\nunion all select 'lost', op::text, null, null, null, null, null, null, null from lost` : ''
+    return sql`with input as (select ${JSON.stringify(document)}::jsonb as j), ${sql.raw(`${parts.join(',\n')}
+select 'balance' as part, org_id, account_id, asset, kind, available::text, held::text, in_flight::text, total::text from created
+union all select 'balance', org_id, account_id, asset, kind, available::text, held::text, in_flight::text, total::text from updated${lostRows}
+union all select 'refused', kassa_refuse('ledger writer: batch ' || (select j ->> 'seq' from input) || ' of ' || (select j ->> 'writer' from input) || ' arrived out of order; an earlier batch did not commit'), null, null, null, null, null, null, null
+  where not exists (select 1 from guard)`)}`
+  }
+
+  /** The batch's balance deltas: summed per balance, or per operation when claims may leave some out. */
+  private balanceDeltas(batch: Queued[], perOperation: boolean): Array<Record<string, unknown>> {
+    const toRow = (delta: BalanceDelta, op?: number) => ({
+      org_id: delta.orgId,
+      account_id: delta.accountId,
+      asset: delta.asset,
+      kind: delta.kind,
+      available: delta.available.toString(),
+      held: delta.held.toString(),
+      in_flight: delta.inFlight.toString(),
+      ...(op === undefined ? {} : { [OP_COLUMN]: op }),
+    })
+    if (perOperation) return batch.flatMap((item, index) => [...item.deltas.values()].map((delta) => toRow(delta, index)))
+    const combined = new Map<string, BalanceDelta>()
+    for (const item of batch) deltasOf(item.op.orgId, item.op.postings, 1n, combined)
+    return [...combined.values()].map((delta) => toRow(delta))
   }
 
   /**
-   * At the commit point the database must hold exactly memory minus what is still queued, and
-   * every row must keep the contract's invariant. A mismatch means a bug: the batch is refused.
+   * After a commit, Postgres must hold exactly memory minus what is still in flight behind this
+   * batch or queued. A mismatch is a bug: it is reported loudly and memory takes Postgres' values
+   * (the database is the truth; its checks already refused any row breaking the invariant).
    */
-  private assertCommitPoint(written: HotBalance[]): void {
+  private checkCommitPoint(written: HotBalance[]): void {
     const pending = new Map<string, BalanceDelta>()
+    for (const flight of this.inFlight) if (!flight.abandoned) for (const item of flight.batch) deltasOf(item.op.orgId, item.op.postings, 1n, pending)
     for (const item of this.queue) if (!item.withdrawn) deltasOf(item.op.orgId, item.op.postings, 1n, pending)
     for (const row of written) {
       assert(row.total === row.available + row.held + row.inFlight, `balance ${row.accountId} ${row.asset} breaks total = available + held + inFlight`)
-      if (row.kind === 'customer') assert(row.available >= 0n && row.held >= 0n && row.inFlight >= 0n, `balance ${row.accountId} went negative`)
       const key = balanceKey(row.orgId, row.accountId, row.asset)
       const memory = this.balances.getByKey(key)
-      assert(memory !== undefined, `balance ${row.accountId} ${row.asset} is missing from memory`)
       const queued = pending.get(key)
-      assert(memory.available - (queued?.available ?? 0n) === row.available, `available of ${row.accountId} differs between memory and database`)
-      assert(memory.held - (queued?.held ?? 0n) === row.held, `held of ${row.accountId} differs between memory and database`)
-      assert(memory.inFlight - (queued?.inFlight ?? 0n) === row.inFlight, `inFlight of ${row.accountId} differs between memory and database`)
+      const expected = withDelta(row, queued)
+      if (memory !== undefined && memory.available === expected.available && memory.held === expected.held && memory.inFlight === expected.inFlight) continue
+      this.invariantBreaches += 1
+      console.error(`ledger: INVARIANT BREACH: memory of ${row.accountId} ${row.asset} differs from the database after a commit; taking the database's values`)
+      this.balances.load(expected)
     }
   }
 
-  private domainStatements(tx: Transaction, ops: LedgerOperation[]): Statement[] {
-    const statements: Statement[] = []
-    const holdRows = ops.flatMap((op) => op.holds ?? [])
-    const transferRows = ops.flatMap((op) => op.transfers ?? [])
-    const paymentRows = ops.flatMap((op) => op.payments ?? [])
-    const eventRows = ops.flatMap((op) => op.events ?? [])
-    if (holdRows.length > 0) statements.push(() => queryPrepared(tx, bulkInsert(holds, lastStatePerId(holdRows), upsertTail('id', ['state', 'captured_amount', 'transfer_id', 'closed_at']))))
-    if (transferRows.length > 0) statements.push(() => queryPrepared(tx, bulkInsert(transfers, transferRows)))
-    if (paymentRows.length > 0) statements.push(() => queryPrepared(tx, bulkInsert(payments, lastStatePerId(paymentRows), upsertTail('id', ['state', 'failure_code', 'captured_amount', 'closed_at']))))
-    const arrivalRows = ops.flatMap((op) => op.chainArrivals ?? [])
-    // A new arrival conflicts on its id only when it is being moved on; the (network, txHash,
-    // address) key refuses a second row for the same observation, failing the commit loudly.
-    if (arrivalRows.length > 0) {
-      statements.push(() =>
-        queryPrepared(tx, bulkInsert(chainArrivals, lastStatePerId(arrivalRows), upsertTail('id', ['state', 'disposition', 'account_id', 'deposit_id', 'finalized_at', 'resolved_at', 'resolution_note']))),
-      )
+  /** Between batches (nothing in flight): failed batches' balances, then callers' resyncs, read back. */
+  private async reconcile(): Promise<void> {
+    const touched = this.recovering
+    this.recovering = undefined
+    if (touched !== undefined) {
+      try {
+        await this.readBack(touched)
+      } catch (error) {
+        console.error('ledger: could not read balances back after a failed commit; memory keeps the undone values', error)
+      }
     }
-    const depositRows = ops.flatMap((op) => op.deposits ?? [])
-    if (depositRows.length > 0) {
-      statements.push(() =>
-        queryPrepared(tx, bulkInsert(deposits, lastStatePerId(depositRows), upsertTail('id', ['state', 'received_amount', 'amount_match', 'arrival_id', 'tx_hash', 'arrived_at', 'completed_at']))),
-      )
-    }
-    // Events go in the same transaction as the change they describe (the outbox), in one statement
-    // per batch, in queue order.
-    if (eventRows.length > 0) statements.push(() => queryPrepared(tx, bulkInsert(events, eventRows)))
-    for (const answer of ops.flatMap((op) => (op.idempotencyAnswer ? [op.idempotencyAnswer] : []))) {
-      statements.push(() =>
-        tx
-          .update(idempotencyRecords)
-          .set({ responseStatus: answer.responseStatus, responseBody: answer.responseBody })
-          .where(and(eq(idempotencyRecords.orgId, answer.orgId), eq(idempotencyRecords.key, answer.key))),
-      )
-    }
-    return statements
-  }
-
-  private async failUncommitted(batch: Queued[], error: unknown): Promise<void> {
-    const failed = batch.concat(this.queue.splice(0).filter((item) => !item.withdrawn))
-    this.waiting.clear()
-    console.error(`ledger: a commit of ${batch.length} operation(s) failed; failing ${failed.length} uncommitted operation(s)`, error)
-    // Undo in reverse order of reservation, so each undo sees the state its reservation left.
-    for (const item of [...failed].reverse()) this.undo(item)
-    await this.reconcile(failed)
-    const failure = new CommitFailedError(error)
-    for (const item of failed) item.reject(failure)
-  }
-
-  /**
-   * After undoing, memory should equal the database for every touched row. The database is the
-   * truth: if a commit failed ambiguously (it may have succeeded), memory takes the database's values.
-   */
-  private async reconcile(failed: Queued[]): Promise<void> {
-    const touched = new Map<string, BalanceDelta>()
-    for (const item of failed) for (const [key, delta] of item.deltas) touched.set(key, delta)
-    try {
-      await this.readBack(touched)
-    } catch (error) {
-      console.error('ledger: could not read balances back after a failed commit; memory keeps the undone values', error)
-    }
-  }
-
-  /**
-   * Takes the database's values into memory for these balances (plus what is still queued), between
-   * batches, when nothing is being written. For a caller that learns a commit reported as failed
-   * did land after all (its reply was lost with the connection). Rejects if the database cannot be read.
-   */
-  resync(touched: Map<string, BalanceDelta>): Promise<void> {
-    return new Promise<void>((resolve, reject) => {
-      this.resyncs.push({ touched, resolve, reject })
-      if (!this.running) void this.run()
-    })
+    for (const request of this.resyncs.splice(0)) await this.readBack(request.touched).then(request.resolve, request.reject)
   }
 
   private async readBack(touched: Map<string, BalanceDelta>): Promise<void> {
@@ -540,14 +712,7 @@ export class GroupCommitWriter {
     for (const [key, delta] of touched) {
       const stored = rows.find((row) => balanceKey(row.orgId, row.accountId, row.asset) === key)
       const database: HotBalance = stored ?? { ...delta, available: 0n, held: 0n, inFlight: 0n, total: 0n }
-      const queued = pending.get(key)
-      const expected: HotBalance = {
-        ...database,
-        available: database.available + (queued?.available ?? 0n),
-        held: database.held + (queued?.held ?? 0n),
-        inFlight: database.inFlight + (queued?.inFlight ?? 0n),
-        total: database.total + (queued ? queued.available + queued.held + queued.inFlight : 0n),
-      }
+      const expected = withDelta(database, pending.get(key))
       const memory = this.balances.getByKey(key)
       if (memory && memory.available === expected.available && memory.held === expected.held && memory.inFlight === expected.inFlight) continue
       console.error(`ledger: memory of ${delta.accountId} ${delta.asset} differed from the database; taking the database's values`)
@@ -555,3 +720,78 @@ export class GroupCommitWriter {
     }
   }
 }
+
+/** A balance plus deltas still on their way. */
+function withDelta(balance: HotBalance, delta: BalanceDelta | undefined): HotBalance {
+  if (delta === undefined) return balance
+  return {
+    ...balance,
+    available: balance.available + delta.available,
+    held: balance.held + delta.held,
+    inFlight: balance.inFlight + delta.inFlight,
+    total: balance.total + delta.available + delta.held + delta.inFlight,
+  }
+}
+
+function newWriterId(): string {
+  return `wr_${crypto.randomUUID().replaceAll('-', '')}`
+}
+
+function readResult(rows: Array<Record<string, string | null>>): BatchResult {
+  const written: HotBalance[] = []
+  const lostOps = new Set<number>()
+  for (const row of rows) {
+    if (row.part === 'lost') {
+      lostOps.add(Number(row.org_id))
+      continue
+    }
+    assert(row.part === 'balance', `unexpected part ${row.part} in a batch's answer`)
+    written.push({
+      orgId: row.org_id!,
+      accountId: row.account_id!,
+      asset: row.asset!,
+      kind: row.kind as HotBalance['kind'],
+      available: BigInt(row.available!),
+      held: BigInt(row.held!),
+      inFlight: BigInt(row.in_flight!),
+      total: BigInt(row.total!),
+    })
+  }
+  return { written, lostOps }
+}
+
+/** An idempotency claim replaces an expired record with the same key, never a live one. */
+const CLAIM_TAIL = `${upsertTail('org_id, key', ['method', 'path', 'request_hash', 'request_body', 'state', 'response_status', 'response_body', 'created_at', 'locked_until', 'expires_at'])} where idempotency_records.expires_at <= excluded.created_at`
+
+/** The batch's deltas, one row per balance (no operation can be left out). */
+const BALANCE_DELTAS = `d as (
+  select * from jsonb_to_recordset(${DOCUMENT} -> 'balances')
+    as d(org_id text, account_id text, asset text, kind text, available numeric, held numeric, in_flight numeric))`
+
+/** The batch's deltas per operation, summed without the operations that lost their claim. */
+const BALANCE_DELTAS_PER_OPERATION = `d as (
+  select org_id, account_id, asset, kind, sum(available) as available, sum(held) as held, sum(in_flight) as in_flight
+  from jsonb_to_recordset(${DOCUMENT} -> 'balances')
+    as x(org_id text, account_id text, asset text, kind text, available numeric, held numeric, in_flight numeric, ${OP_COLUMN} integer)
+  where ${NOT_LOST}
+  group by org_id, account_id, asset, kind)`
+
+/**
+ * Existing rows are updated by adding the deltas; rows seen for the first time are inserted with
+ * the deltas as their values. Both parts read one snapshot, so each row goes to exactly one of them.
+ */
+const BALANCE_WRITES = `created as (
+  insert into ledger_balances (org_id, account_id, asset, kind, available, held, in_flight, total, updated_at)
+  select d.org_id, d.account_id, d.asset, d.kind, d.available, d.held, d.in_flight, d.available + d.held + d.in_flight, (select (j ->> 'at')::timestamptz from input)
+  from d
+  where not exists (select 1 from ledger_balances b where b.org_id = d.org_id and b.account_id = d.account_id and b.asset = d.asset)
+  returning org_id, account_id, asset, kind, available, held, in_flight, total
+),
+updated as (
+  update ledger_balances as b set
+    available = b.available + d.available, held = b.held + d.held, in_flight = b.in_flight + d.in_flight,
+    total = b.total + d.available + d.held + d.in_flight, updated_at = (select (j ->> 'at')::timestamptz from input)
+  from d
+  where b.org_id = d.org_id and b.account_id = d.account_id and b.asset = d.asset
+  returning b.org_id, b.account_id, b.asset, b.kind, b.available, b.held, b.in_flight, b.total
+)`

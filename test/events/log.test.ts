@@ -139,6 +139,8 @@ describe('paging while events are written', () => {
 
   test(`never skips or repeats an event while ${WRITERS} writers commit out of order (${onPostgres ? 'postgres, concurrent connections' : 'embedded, one connection'})`, async () => {
     const org = await app.createOrg('Concurrent')
+    // The reader pages as fast as it can for the whole run; the rate limit is not under test here.
+    await app.ops('PATCH', `/ops/v1/orgs/${org.id}/limits`, { rateLimitPerMinute: 1_000_000 })
     const committed = new Set<string>()
     const rolledBack = new Set<string>()
     const writerClient = onPostgres ? postgres(app.database.databaseUrl!, { max: WRITERS, onnotice: () => {} }) : undefined

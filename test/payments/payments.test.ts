@@ -235,24 +235,19 @@ const authorizeWithKey = (key: string, amount: string, extra: Record<string, unk
     body: { accountId: payer, asset: 'USDC', amount, merchant: { name: 'Coffee Shop', mcc: '5814' }, ...extra },
   })
 
-/** Stalls the ledger writer's transactions until the returned function is called. */
+/** Stalls the ledger writer's statements (as a slow database would) until the returned function is called. */
 function stallWriter(): () => void {
-  const writer = app.kassa.runtime.ledger.writer as unknown as { db: Database }
-  const realDb = writer.db
+  const writer = app.kassa.runtime.ledger.writer as unknown as { execute: <T>(run: () => Promise<T>) => Promise<T> }
+  const realExecute = writer.execute
   let openGate!: () => void
   const gate = new Promise<void>((resolve) => (openGate = resolve))
-  writer.db = new Proxy(realDb, {
-    get(target, property, receiver) {
-      if (property !== 'transaction') return Reflect.get(target, property, receiver)
-      return async (...args: Parameters<Database['transaction']>) => {
-        await gate
-        return target.transaction(...args)
-      }
-    },
-  })
+  writer.execute = async <T>(run: () => Promise<T>): Promise<T> => {
+    await gate
+    return run()
+  }
   return () => {
     openGate()
-    writer.db = realDb
+    writer.execute = realExecute
   }
 }
 
@@ -335,19 +330,7 @@ describe('idempotency on the hot path (the record commits with the authorization
 
 describe('fail closed', () => {
   test('a commit slower than the budget is declined processing_timeout in time, and the late write can never be captured', async () => {
-    const writer = app.kassa.runtime.ledger.writer as unknown as { db: Database }
-    const realDb = writer.db
-    let openGate!: () => void
-    const gate = new Promise<void>((resolve) => (openGate = resolve))
-    writer.db = new Proxy(realDb, {
-      get(target, property, receiver) {
-        if (property !== 'transaction') return Reflect.get(target, property, receiver)
-        return async (...args: Parameters<Database['transaction']>) => {
-          await gate
-          return target.transaction(...args)
-        }
-      },
-    })
+    const openGate = stallWriter()
     configurePayments(app.kassa.runtime, { budgetMs: 150 })
     const before = await fx.balance(payer)
     let response: TestResponse
@@ -365,7 +348,6 @@ describe('fail closed', () => {
       expect({ status: capture.status, code: capture.body.error.code }).toEqual({ status: 409, code: 'hold_not_active' })
     } finally {
       openGate()
-      writer.db = realDb
       configurePayments(app.kassa.runtime, { budgetMs: AUTHORIZATION_BUDGET_MS })
     }
     // The late write lands; the fail-closed release follows it.
@@ -395,11 +377,19 @@ describe('fail closed while queued', () => {
     let first: TestResponse
     let second: TestResponse
     try {
-      // The first is taken into a batch that stalls; the second waits in the queue behind it.
+      // The first is taken into a batch that stalls (with as many more as the writer keeps in
+      // flight); the second waits in the queue behind them.
       const firstAnswer = authorize('5')
       await Bun.sleep(10)
+      const inFlightAnswers: Array<Promise<TestResponse>> = []
+      for (let sent = 1; sent < app.kassa.runtime.ledger.writer.pipelineDepth; sent++) {
+        inFlightAnswers.push(authorize('1'))
+        await Bun.sleep(10)
+      }
+      expect(app.kassa.runtime.ledger.writer.inFlightCount()).toBe(app.kassa.runtime.ledger.writer.pipelineDepth)
       second = await authorize('6')
       first = await firstAnswer
+      for (const answer of await Promise.all(inFlightAnswers)) expect(answer.body).toMatchObject({ state: 'declined', failureCode: 'processing_timeout' })
     } finally {
       release()
       configurePayments(app.kassa.runtime, { budgetMs: AUTHORIZATION_BUDGET_MS })

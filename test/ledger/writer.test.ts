@@ -1,0 +1,179 @@
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { sql } from 'drizzle-orm'
+import { queryRows } from '../../db/client.ts'
+import { eventRow } from '../../server/ledger/events.ts'
+import { SYSTEM_ACCOUNTS } from '../../server/ledger/hot-balances.ts'
+import { CommitFailedError, IdempotencyKeyTaken, type GroupCommitWriter, type LedgerOperation } from '../../server/ledger/writer.ts'
+import { newId } from '../../server/lib/ids.ts'
+import { startTestApp, type TestApp } from '../support/app.ts'
+import { expectVerified, ledgerFixture, type LedgerFixture } from './support.ts'
+
+let app: TestApp
+let fx: LedgerFixture
+
+beforeAll(async () => {
+  app = await startTestApp()
+  fx = await ledgerFixture(app, 'Writer Org')
+})
+afterAll(async () => {
+  await app.close()
+})
+
+const writer = () => app.kassa.runtime.ledger.writer
+const ledger = () => app.kassa.runtime.ledger
+
+/** A faucet credit written straight through the ledger, with an event whose id the caller may choose. */
+function credit(accountId: string, amountMinor: bigint, extra: Partial<LedgerOperation> = {}): LedgerOperation {
+  const now = new Date()
+  const movementId = newId('mv')
+  return {
+    orgId: fx.org.id,
+    movementId,
+    movementKind: 'sandbox_funding',
+    reference: movementId,
+    createdAt: now,
+    postings: [
+      { accountId, kind: 'customer', bucket: 'available', asset: 'USDC', amountMinor },
+      { accountId: SYSTEM_ACCOUNTS.faucet, kind: 'system', bucket: 'available', asset: 'USDC', amountMinor: -amountMinor },
+    ],
+    events: [eventRow(fx.org.id, 'account.funded', { accountId }, now)],
+    ...extra,
+  }
+}
+
+/**
+ * Holds the writer's statements until released, so several batches are sent together: the gate
+ * opens in order, as Postgres answers one connection's statements.
+ */
+function holdWriter(target: GroupCommitWriter): () => void {
+  const internals = target as unknown as { execute: <T>(run: () => Promise<T>) => Promise<T> }
+  const realExecute = internals.execute
+  let open!: () => void
+  const gate = new Promise<void>((resolve) => (open = resolve))
+  internals.execute = async <T>(run: () => Promise<T>): Promise<T> => {
+    await gate
+    return run()
+  }
+  return () => {
+    open()
+    internals.execute = realExecute
+  }
+}
+
+async function committedMovements(references: string[]): Promise<number> {
+  const [row] = await queryRows<{ count: string }>(app.kassa.runtime.db, sql`select count(*) as count from ledger_movements where reference in ${references}`)
+  return Number(row!.count)
+}
+
+/** The messages of an error and its causes, joined. */
+function messagesOf(error: unknown): string {
+  const messages: string[] = []
+  for (let current = error; current instanceof Error; current = current.cause) messages.push(current.message)
+  return messages.join(' | ')
+}
+
+const settled = <T>(promise: Promise<T>) => promise.then((value) => ({ ok: true as const, value }), (error: unknown) => ({ ok: false as const, error }))
+
+describe('the pipelined group-commit writer', () => {
+  test('a batch is one statement: many operations commit with one round trip each batch, in order', async () => {
+    const account = await fx.mint('pipelined')
+    const before = writer().committedBatches
+    const release = holdWriter(writer())
+    const commits = Array.from({ length: 40 }, () => ledger().submit(credit(account, 1_000_000n)))
+    // While held: as many batches as the pipeline allows are sent, the rest wait in one queue.
+    expect(writer().inFlightCount()).toBe(writer().pipelineDepth)
+    release()
+    await Promise.all(commits)
+    await ledger().drain()
+    // Everything queued behind the held batches went in one more batch.
+    expect(writer().committedBatches - before).toBe(writer().pipelineDepth + 1)
+    expect(await fx.balance(account)).toMatchObject({ available: '40.000000', total: '40.000000' })
+    await expectVerified(app)
+  })
+
+  test('a batch that fails takes every batch sent after it with it: the order guard refuses them, nothing of them lands', async () => {
+    const account = await fx.mint('guarded')
+    // An event already in the log: a batch repeating its id fails on the unique index.
+    const taken = eventRow(fx.org.id, 'account.funded', { accountId: account }, new Date())
+    await ledger().submit(credit(account, 5_000_000n, { events: [taken] }))
+    const release = holdWriter(writer())
+    const failing = credit(account, 1_000_000n, { events: [{ ...taken }] })
+    const failingCommit = settled(ledger().submit(failing))
+    // Sent behind it while it is in flight (on a pipeline; with PGlite's depth of 1 they queue).
+    const behind = Array.from({ length: 3 }, () => credit(account, 2_000_000n))
+    const behindCommits = behind.map((op) => settled(ledger().submit(op)))
+    expect(writer().inFlightCount()).toBe(Math.min(writer().pipelineDepth, 4))
+    release()
+    const failed = await failingCommit
+    expect(failed.ok).toBe(false)
+    expect((failed as { error: unknown }).error).toBeInstanceOf(CommitFailedError)
+    for (const outcome of await Promise.all(behindCommits)) {
+      expect(outcome.ok).toBe(false)
+      expect((outcome as { error: unknown }).error).toBeInstanceOf(CommitFailedError)
+    }
+    await ledger().drain()
+    expect(await committedMovements([failing.reference, ...behind.map((op) => op.reference)])).toBe(0)
+    expect(await fx.balance(account)).toMatchObject({ available: '5.000000', total: '5.000000' })
+    // The writer carries on with a fresh guard.
+    await ledger().submit(credit(account, 1_000_000n))
+    expect(await fx.balance(account)).toMatchObject({ available: '6.000000' })
+    await expectVerified(app)
+  })
+
+  test('the database refuses a batch whose predecessor it never saw (the guard is real), and the writer recovers', async () => {
+    const account = await fx.mint('out-of-order')
+    await ledger().submit(credit(account, 1_000_000n))
+    // Move the writer's guard row as if a batch the writer knows nothing of had committed.
+    await app.kassa.runtime.db.execute(sql`update ledger_writer_sequences set seq = seq + 7`)
+    const refused = credit(account, 2_000_000n)
+    const outcome = await settled(ledger().submit(refused))
+    expect(outcome.ok).toBe(false)
+    expect(messagesOf((outcome as { error: unknown }).error)).toContain('arrived out of order')
+    expect(await committedMovements([refused.reference])).toBe(0)
+    await ledger().drain()
+    await ledger().submit(credit(account, 4_000_000n))
+    expect(await fx.balance(account)).toMatchObject({ available: '5.000000', total: '5.000000' })
+    await expectVerified(app)
+  })
+
+  test('an operation whose idempotency key is already held is left out of its batch in the same statement; the rest commits', async () => {
+    const account = await fx.mint('claims')
+    const now = Date.now()
+    const record = (key: string) => ({
+      orgId: fx.org.id,
+      key,
+      method: 'POST',
+      path: '/v1/test',
+      requestHash: 'h',
+      requestBody: null,
+      state: 'completed' as const,
+      responseStatus: 201,
+      responseBody: '{}',
+      createdAt: new Date(now),
+      lockedUntil: new Date(now),
+      expiresAt: new Date(now + 86_400_000),
+    })
+    await ledger().submit(credit(account, 1_000_000n, { idempotencyRecord: record('held-key') }))
+    const release = holdWriter(writer())
+    const winner = credit(account, 2_000_000n, { idempotencyRecord: record('fresh-key') })
+    const loser = credit(account, 4_000_000n, { idempotencyRecord: record('held-key') })
+    const twice = credit(account, 8_000_000n, { idempotencyRecord: record('fresh-key') })
+    const plain = credit(account, 16_000_000n)
+    // Fill the pipeline so the four go together in one batch.
+    const fillers = Array.from({ length: writer().pipelineDepth }, () => ledger().submit(credit(account, 1n)))
+    const outcomes = [winner, loser, twice, plain].map((op) => settled(ledger().submit(op)))
+    release()
+    await Promise.all(fillers)
+    const [won, lost, second, untouched] = await Promise.all(outcomes)
+    expect(won!.ok).toBe(true)
+    expect(untouched!.ok).toBe(true)
+    expect((lost as { error: unknown }).error).toBeInstanceOf(IdempotencyKeyTaken)
+    expect((second as { error: unknown }).error).toBeInstanceOf(IdempotencyKeyTaken)
+    expect(await committedMovements([loser.reference, twice.reference])).toBe(0)
+    expect(await committedMovements([winner.reference, plain.reference])).toBe(2)
+    const fillerMinor = BigInt(writer().pipelineDepth)
+    const expected = 1_000_000n + 2_000_000n + 16_000_000n + fillerMinor
+    expect(ledger().balance(fx.org.id, account, 'USDC')?.available).toBe(expected)
+    await expectVerified(app)
+  })
+})
