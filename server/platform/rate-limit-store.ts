@@ -355,7 +355,7 @@ export class PostgresRateLimiter implements RateLimiter {
 export const SHARED_STORE_COOLDOWN_MS = 1_000
 
 /** A limiter that can sometimes decide from memory (see `PostgresRateLimiter.decideOrWait`). */
-interface SharedRateLimiter extends RateLimiter {
+export interface SharedRateLimiter extends RateLimiter {
   decideOrWait?(bucket: string, limit: number, nowMs: number): RateDecision | Promise<RateDecision>
 }
 

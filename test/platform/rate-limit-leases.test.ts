@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, spyOn, test } from 'bun:test'
 import { sql } from 'drizzle-orm'
-import { queryRows, runMigrations, type Database } from '../../db/client.ts'
+import { EMBEDDED_IN_MEMORY, openDatabase, queryRows, runMigrations, type Database } from '../../db/client.ts'
 import {
   FailOpenRateLimiter,
   LEASE_LIMIT_MIN,
@@ -9,7 +9,8 @@ import {
   RATE_WINDOW_MS,
   type RateDecision,
 } from '../../server/platform/rate-limit-store.ts'
-import { createTestDatabase, type TestDatabase } from '../support/db.ts'
+import { createTestDatabase, onPostgres, type TestDatabase } from '../support/db.ts'
+import { TcpProxy } from '../support/tcp-proxy.ts'
 
 /**
  * Leases of the shared rate counter, on this file's own database (Postgres with DATABASE_URL, else
@@ -258,6 +259,48 @@ describe('leases of the shared counter', () => {
     } finally {
       timers.mockRestore()
       if (!released) await release()
+    }
+  })
+
+  test.skipIf(!onPostgres)('over a black-holed network to Postgres, leased hits are answered and the refill lands once it flows again (needs DATABASE_URL)', async () => {
+    const upstream = new URL(database.databaseUrl!)
+    const proxy = await TcpProxy.start(upstream.hostname, Number(upstream.port || 5432))
+    const handle = await openDatabase({ databaseUrl: proxy.rewrite(database.databaseUrl!), embeddedPath: EMBEDDED_IN_MEMORY, poolMax: 2 })
+    try {
+      const limiter = new PostgresRateLimiter(handle.db)
+      const bucket = newBucket()
+      const limit = 1_000_000
+      const windowStartMs = freshWindowStartMs()
+      const nowMs = windowStartMs + 5_000
+      await waves(() => limiter.hit(bucket, limit, nowMs), 5, 100)
+      await Bun.sleep(50)
+      const countBefore = await sharedCount(bucket, windowStartMs)
+
+      await proxy.setMode('stalled')
+      let fromLease = 0
+      let answer = limiter.decideOrWait(bucket, limit, nowMs)
+      while (!(answer instanceof Promise)) {
+        expect(answer.allowed).toBe(true)
+        fromLease += 1
+        expect(fromLease).toBeLessThanOrEqual(limit * LEASE_SHARE_MAX)
+        answer = limiter.decideOrWait(bucket, limit, nowMs)
+      }
+      expect(fromLease).toBeGreaterThan(0)
+      expect(await settledWithin(answer, 200)).toBe('pending')
+      // Nothing reached the database meanwhile (read past the proxy).
+      expect(await sharedCount(bucket, windowStartMs)).toBe(countBefore)
+
+      await proxy.setMode('forwarding')
+      const late = await settledWithin(answer, 10_000)
+      expect(late).not.toBe('pending')
+      expect((late as RateDecision).allowed).toBe(true)
+      // Every hit answered from the lease had its position before the stall; the refill took more.
+      expect(await sharedCount(bucket, windowStartMs)).toBeGreaterThan(countBefore)
+      expect(countBefore).toBeGreaterThanOrEqual(500 + fromLease)
+    } finally {
+      await proxy.setMode('forwarding')
+      await handle.close()
+      await proxy.close()
     }
   })
 
