@@ -6,6 +6,7 @@ import { ApiError } from '../lib/errors.ts'
 import type { AssetCode } from '../modules/assets/catalog.ts'
 import { AccountDirectory } from './accounts.ts'
 import { assertZeroSum, deltasOf, HotBalances, type HotBalance } from './hot-balances.ts'
+import { PendingHolds } from './pending-holds.ts'
 import { DEFAULT_ASSET_POLICIES, type AssetPolicy } from './policy.ts'
 import { GroupCommitWriter, type LedgerOperation } from './writer.ts'
 
@@ -42,7 +43,7 @@ const DEFAULT_BATCH_MAX = 256
  */
 export class Ledger {
   readonly balances = new HotBalances()
-  readonly pendingHolds = new Map<string, PendingHold>()
+  readonly pendingHolds = new PendingHolds()
   readonly accounts: AccountDirectory
   readonly writer: GroupCommitWriter
   readonly policies: Readonly<Record<AssetCode, AssetPolicy>>

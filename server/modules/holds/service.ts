@@ -172,11 +172,7 @@ export async function getHold(runtime: Runtime, orgId: string, holdId: string): 
 
 /** Expires every pending hold whose organization's clock has reached its expiry. */
 export async function expireDueHolds(runtime: Runtime): Promise<number> {
-  const due: PendingHold[] = []
-  for (const hold of runtime.ledger.pendingHolds.values()) {
-    if (due.length >= EXPIRY_SWEEP_BATCH_MAX) break
-    if (!hold.closing && runtime.clock.nowMs(hold.orgId) >= hold.expiresAt.getTime()) due.push(hold)
-  }
+  const due = runtime.ledger.pendingHolds.due((orgId) => runtime.clock.nowMs(orgId), EXPIRY_SWEEP_BATCH_MAX)
   const outcomes = await Promise.allSettled(due.map((hold) => closeHold(runtime, hold, 'expired')))
   for (const outcome of outcomes) if (outcome.status === 'rejected') console.error('hold expiry failed; the next sweep retries', outcome.reason)
   return outcomes.filter((outcome) => outcome.status === 'fulfilled').length

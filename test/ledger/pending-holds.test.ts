@@ -1,0 +1,54 @@
+import { describe, expect, test } from 'bun:test'
+import type { PendingHold } from '../../server/ledger/ledger.ts'
+import { PendingHolds } from '../../server/ledger/pending-holds.ts'
+
+let counter = 0
+function hold(orgId: string, expiresAtMs: number): PendingHold {
+  counter += 1
+  return { id: `hold_${counter}`, orgId, accountId: 'acct', asset: 'USDC', amountMinor: 1n, expiresAt: new Date(expiresAtMs), createdAt: new Date(0), closing: false }
+}
+
+describe('pending holds with an expiry index', () => {
+  test('answers exactly the holds due on their own organization clock, oldest first, at most max', () => {
+    const holds = new PendingHolds()
+    const entries = [hold('a', 300), hold('a', 100), hold('a', 200), hold('b', 50), hold('b', 500), hold('a', 900)]
+    for (const entry of entries) holds.set(entry.id, entry)
+    // Organization b's clock runs 400 ms ahead of a's.
+    const clocks: Record<string, number> = { a: 250, b: 650 }
+    const due = holds.due((orgId) => clocks[orgId]!, 100)
+    expect(due.map((entry) => entry.expiresAt.getTime())).toEqual([100, 200, 50, 500])
+    expect(holds.due((orgId) => clocks[orgId]!, 2)).toHaveLength(2)
+  })
+
+  test('a hold no longer pending is dropped; a closing one is skipped but found again once it is pending again', () => {
+    const holds = new PendingHolds()
+    const captured = hold('a', 10)
+    const closing = hold('a', 20)
+    const later = hold('a', 1_000)
+    for (const entry of [captured, closing, later]) holds.set(entry.id, entry)
+    holds.delete(captured.id)
+    closing.closing = true
+    expect(holds.due(() => 100, 10)).toEqual([])
+    // Its close failed: pending again, and due.
+    closing.closing = false
+    expect(holds.due(() => 100, 10)).toEqual([closing])
+    // Still pending (its expiry has not committed yet): due again at the next sweep, once.
+    holds.set(closing.id, closing)
+    expect(holds.due(() => 100, 10)).toEqual([closing])
+    holds.delete(closing.id)
+    expect(holds.due(() => 5_000, 10)).toEqual([later])
+  })
+
+  test('a sweep costs what is due, not what is pending', () => {
+    const holds = new PendingHolds()
+    for (let index = 0; index < 100_000; index++) {
+      const entry = hold('a', 1_000_000 + index)
+      holds.set(entry.id, entry)
+    }
+    const soon = hold('a', 10)
+    holds.set(soon.id, soon)
+    let clockReads = 0
+    expect(holds.due(() => (clockReads++, 100), 1000)).toEqual([soon])
+    expect(clockReads).toBe(1)
+  })
+})
