@@ -29,7 +29,8 @@ import { AuthorizePaymentBody } from '../server/modules/payments/model.ts'
 import { EMBEDDED_IN_MEMORY, openDatabase } from '../db/client.ts'
 import { TcpProxy } from '../test/support/tcp-proxy.ts'
 import { createWebhookLoad } from './webhook-receivers.ts'
-import { OPERATOR_TOKEN, call, createBenchDatabase, createFundedOrg, percentile, round2, startServer, writeResults, type BenchOrg } from './support.ts'
+import postgres from 'postgres'
+import { OPERATOR_TOKEN, benchSocketFolder, benchTransport, call, createBenchDatabase, createFundedOrg, percentile, round2, startServer, writeResults, type BenchOrg } from './support.ts'
 
 const DURATION_MS = Number(process.env.BENCH_DURATION_MS ?? 8000)
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 128)
@@ -284,7 +285,7 @@ async function openLoop(base: string, targets: Target[], rate: number, groupComm
 async function webhookLoadRuns(): Promise<LoadFigures[]> {
   const load = createWebhookLoad(10)
   const database = await createBenchDatabase('authorize_webhooks')
-  const server = await startServer({ DATABASE_URL: database.url, RATE_LIMIT_STORE: 'postgres', ...load.serverEnv })
+  const server = await startServer({ ...database.serverEnv, RATE_LIMIT_STORE: 'postgres', ...load.serverEnv })
   try {
     const orgs: BenchOrg[] = []
     for (let index = 0; index < 2; index++) orgs.push(await createFundedOrg(server.base, `hooks-${index}`, ACCOUNTS, '10000000'))
@@ -308,7 +309,7 @@ async function webhookLoadRuns(): Promise<LoadFigures[]> {
 
 async function httpRuns(groupCommit: boolean): Promise<LoadFigures[]> {
   const database = await createBenchDatabase(groupCommit ? 'authorize_on' : 'authorize_off')
-  const server = await startServer({ DATABASE_URL: database.url, GROUP_COMMIT: String(groupCommit), RATE_LIMIT_STORE: 'postgres' })
+  const server = await startServer({ ...database.serverEnv, GROUP_COMMIT: String(groupCommit), RATE_LIMIT_STORE: 'postgres' })
   try {
     const orgs: BenchOrg[] = []
     for (let index = 0; index < ORGS; index++) orgs.push(await createFundedOrg(server.base, `bench-${index}`, ACCOUNTS, '10000000'))
@@ -400,9 +401,37 @@ async function outageRun(): Promise<OutagePhase[]> {
   }
 }
 
-/** BENCH_ONLY (comma-separated: mitata, on, off, outage, webhooks) runs a subset. */
+/**
+ * What the disk gives: the latency of a bare durable commit (one row, autocommit, fsync on), one
+ * at a time on one connection. No approval can be faster than its commit's flush.
+ */
+async function commitFloor(): Promise<{ commits: number; p50Ms: number; p90Ms: number; p99Ms: number; maxMs: number }> {
+  const database = await createBenchDatabase('commit_floor')
+  const folder = benchSocketFolder()
+  const client = postgres(database.url, { max: 1, onnotice: () => {}, ...(folder === undefined ? {} : { host: folder }) })
+  try {
+    await client`create table floor_probe (id bigserial primary key, at timestamptz not null default now())`
+    const commits = 3000
+    const latencies: number[] = []
+    for (let index = 0; index < commits; index++) {
+      const started = performance.now()
+      await client`insert into floor_probe default values`
+      latencies.push(performance.now() - started)
+    }
+    latencies.sort((a, b) => a - b)
+    const figure = { commits, p50Ms: round2(percentile(latencies, 0.5)), p90Ms: round2(percentile(latencies, 0.9)), p99Ms: round2(percentile(latencies, 0.99)), maxMs: round2(latencies.at(-1)!) }
+    console.log(`floor | one durable commit of one row | p50 ${figure.p50Ms} ms | p90 ${figure.p90Ms} ms | p99 ${figure.p99Ms} ms | max ${figure.maxMs} ms`)
+    return figure
+  } finally {
+    await client.end()
+    await database.drop()
+  }
+}
+
+/** BENCH_ONLY (comma-separated: floor, mitata, on, off, outage, webhooks) runs a subset. */
 const only = process.env.BENCH_ONLY ? new Set(process.env.BENCH_ONLY.split(',')) : undefined
 const wanted = (part: string, skipped = false) => (only ? only.has(part) : !skipped)
+const floor = wanted('floor') ? await commitFloor() : undefined
 const inProcessFigures = wanted('mitata') ? await inProcess() : []
 const on = wanted('on') ? await httpRuns(true) : []
 const off = wanted('off', SKIP_OFF) ? await httpRuns(false) : []
@@ -415,8 +444,16 @@ const ratio = closedOn && closedOff && closedOff.throughputPerSecond > 0 ? round
 const markdown = [
   `# Payment authorization (${new Date().toISOString()})`,
   '',
-  `Machine: ${navigator.hardwareConcurrency} cores shared by the server, Postgres and the load generator. ${ORGS} organizations x ${ACCOUNTS} accounts, ${DURATION_MS} ms per run after ${WARMUP_MS} ms warm-up.`,
+  `Machine: ${navigator.hardwareConcurrency} cores shared by the server, Postgres and the load generator. ${ORGS} organizations x ${ACCOUNTS} accounts, ${DURATION_MS} ms per run after ${WARMUP_MS} ms warm-up. The server reaches Postgres over ${benchTransport()}.`,
   '',
+  ...(floor === undefined
+    ? []
+    : [
+        '## Floor: one durable commit of one row (the disk, not Kassa)',
+        '',
+        `${floor.commits} single-row autocommit inserts, one at a time, over ${benchTransport()}: p50 ${floor.p50Ms} ms, p90 ${floor.p90Ms} ms, p99 ${floor.p99Ms} ms, max ${floor.maxMs} ms. Every approval waits for at least one such flush.`,
+        '',
+      ]),
   '## In process (mitata)',
   '',
   '| step | avg | p99 |',
@@ -445,5 +482,5 @@ const markdown = [
   '',
 ].join('\n')
 console.log(`\n${markdown}`)
-const path = writeResults('authorize', { at: new Date().toISOString(), inProcess: inProcessFigures, http: { groupCommitOn: on, groupCommitOff: off, ratio }, outage, webhooks }, markdown)
+const path = writeResults('authorize', { at: new Date().toISOString(), transport: benchTransport(), commitFloor: floor, inProcess: inProcessFigures, http: { groupCommitOn: on, groupCommitOff: off, ratio }, outage, webhooks }, markdown)
 console.log(`results written to ${path}`)

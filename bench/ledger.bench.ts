@@ -43,7 +43,7 @@ interface HttpResult {
 
 async function httpRun(groupCommit: boolean): Promise<HttpResult> {
   const database = await createBenchDatabase(groupCommit ? 'ledger_on' : 'ledger_off')
-  const server = await startServer({ DATABASE_URL: database.url, GROUP_COMMIT: String(groupCommit) })
+  const server = await startServer({ ...database.serverEnv, GROUP_COMMIT: String(groupCommit) })
   const base = server.base
   try {
     const org = (await call(base, 'POST', '/ops/v1/orgs', OPERATOR_TOKEN, { name: 'Bench' })).body

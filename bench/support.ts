@@ -2,7 +2,7 @@
  * What every benchmark shares: a throwaway Postgres database, the real server as a child process,
  * a small HTTP client, percentiles, and writing results as JSON and markdown to bench/results/.
  */
-import { mkdirSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import postgres from 'postgres'
 
@@ -11,7 +11,29 @@ export const OPERATOR_TOKEN = 'bench-operator-token-0123456789abcdef0123'
 
 export interface BenchDatabase {
   url: string
+  /**
+   * The environment that points a server at this database: over TCP like `url`, or, with
+   * BENCH_PG_SOCKET set to Postgres' socket folder (e.g. /var/run/postgresql), over its Unix socket
+   * (the same server; a database on the same host is usually reached that way).
+   */
+  serverEnv: Record<string, string>
   drop(): Promise<void>
+}
+
+/**
+ * Where the benchmarked server reaches Postgres: its Unix socket when the server runs on this host
+ * (the default when the socket exists; BENCH_PG_SOCKET names another folder), or TCP to
+ * 127.0.0.1:5432 with BENCH_PG_SOCKET set empty.
+ */
+export function benchSocketFolder(): string | undefined {
+  const configured = process.env.BENCH_PG_SOCKET
+  if (configured !== undefined) return configured === '' ? undefined : configured
+  return existsSync('/var/run/postgresql/.s.PGSQL.5432') ? '/var/run/postgresql' : undefined
+}
+
+export function benchTransport(): string {
+  const folder = benchSocketFolder()
+  return folder === undefined ? 'TCP to 127.0.0.1:5432' : `its Unix socket in ${folder}`
 }
 
 /** A fresh database on the Postgres server, dropped afterwards. */
@@ -22,8 +44,10 @@ export async function createBenchDatabase(label: string): Promise<BenchDatabase>
   await admin.end()
   const url = new URL(SERVER_URL)
   url.pathname = `/${name}`
+  const socketFolder = benchSocketFolder()
   return {
     url: url.toString(),
+    serverEnv: { DATABASE_URL: socketFolder ? `postgres://${url.username}@localhost/${name}?host=${socketFolder}` : url.toString() },
     async drop() {
       const cleanup = postgres(SERVER_URL, { max: 1, onnotice: () => {} })
       await cleanup.unsafe(`drop database if exists "${name}" with (force)`)

@@ -50,8 +50,23 @@ export async function openDatabase(options: DatabaseOptions): Promise<DatabaseHa
 /** Longest wait between attempts to reconnect to Postgres. */
 const RECONNECT_BACKOFF_MAX_S = 1
 
-function openPostgres(url: string, poolMax: number): DatabaseHandle {
+/**
+ * libpq's convention for a Unix socket: `postgres://user@localhost/db?host=/var/run/postgresql`.
+ * postgres.js reads the socket folder from its `host` option, not from the URL, so it is taken out
+ * of the URL and passed as the option.
+ */
+function socketOf(url: string): { url: string; host?: string } {
+  const parsed = new URL(url)
+  const folder = parsed.searchParams.get('host')
+  if (folder === null || !folder.startsWith('/')) return { url }
+  parsed.searchParams.delete('host')
+  return { url: parsed.toString(), host: folder }
+}
+
+function openPostgres(databaseUrl: string, poolMax: number): DatabaseHandle {
+  const { url, host } = socketOf(databaseUrl)
   const options = (max: number, applicationName: string) => ({
+    ...(host === undefined ? {} : { host }),
     max,
     onnotice: () => {},
     // Money columns are numeric(38,0); keep them as exact strings so nothing passes through a float.
@@ -109,7 +124,8 @@ export async function runMigrations(handle: DatabaseHandle, databaseUrl: string 
     await migratePglite(handle.db as never, { migrationsFolder })
     return
   }
-  const client = postgres(databaseUrl, { max: 1, onnotice: () => {} })
+  const socket = socketOf(databaseUrl)
+  const client = postgres(socket.url, { max: 1, onnotice: () => {}, ...(socket.host === undefined ? {} : { host: socket.host }) })
   try {
     await client`select pg_advisory_lock(${MIGRATION_LOCK_ID})`
     await migratePostgres(drizzlePostgres(client), { migrationsFolder })
