@@ -47,29 +47,59 @@ const quoted = (name: string) => `"${name.replaceAll('"', '""')}"`
  * never anything derived from input.
  */
 export function bulkInsert<Table extends PgTable>(table: Table, rows: ReadonlyArray<Table['$inferInsert']>, tail = ''): SQL {
-  const { present, payload } = rowsAsJson(table, rows)
-  const { head, record, rest } = insertText(table, present, tail, '')
+  const { shape, payload } = rowsAsJson(table, rows)
+  const { head, record, rest } = textOf(table, shape, tail, '')
   return sql`${sql.raw(`${head}(`)}${JSON.stringify(payload)}${sql.raw(`::jsonb) as (${record})${rest}`)}`
 }
 
-/** The columns a set of rows writes and the rows as JSON objects keyed by column name. */
-function rowsAsJson(table: PgTable, rows: ReadonlyArray<Record<string, unknown>>, ops?: readonly number[]): { present: ColumnShape[]; payload: Record<string, unknown>[] } {
+/** The columns one set of rows writes (those with a database default only when the rows set them). */
+interface RowShape {
+  present: ColumnShape[]
+  defaulted: ColumnShape[]
+  /** Statement texts built for this shape, by tail, filter and source: built once, reused per batch. */
+  texts: Map<string, { head: string; record: string; rest: string }>
+}
+
+const rowShapes = new WeakMap<PgTable, Map<string, RowShape>>()
+
+function shapeOf(table: PgTable, first: Record<string, unknown>): RowShape {
+  const columns = columnsOf(table)
+  let byMask = rowShapes.get(table)
+  if (byMask === undefined) {
+    byMask = new Map()
+    rowShapes.set(table, byMask)
+  }
+  let mask = ''
+  for (const column of columns) if (column.hasDefault) mask += first[column.key] === undefined ? '0' : '1'
+  let shape = byMask.get(mask)
+  if (shape === undefined) {
+    shape = {
+      present: columns.filter((column) => !column.hasDefault || first[column.key] !== undefined),
+      defaulted: columns.filter((column) => column.hasDefault),
+      texts: new Map(),
+    }
+    byMask.set(mask, shape)
+  }
+  return shape
+}
+
+/** The rows as JSON objects with positional field names, and the shape they share. */
+function rowsAsJson(table: PgTable, rows: ReadonlyArray<Record<string, unknown>>, ops?: readonly number[]): { shape: RowShape; payload: Record<string, unknown>[] } {
   assert(rows.length > 0, 'a bulk insert has rows')
   assert(ops === undefined || ops.length === rows.length, 'one operation index per row')
-  const columns = columnsOf(table)
   const first = rows[0]!
-  const present = columns.filter((column) => !column.hasDefault || first[column.key] !== undefined)
-  const defaulted = columns.filter((column) => column.hasDefault)
-  const payload = rows.map((record, index) => {
+  const shape = shapeOf(table, first)
+  const { present, defaulted } = shape
+  const payload = rows.map((record, row) => {
     const json: Record<string, unknown> = {}
-    for (let index = 0; index < present.length; index++) json[fieldOf(index)] = toJson(record[present[index]!.key])
+    for (let column = 0; column < present.length; column++) json[FIELDS[column]!] = toJson(record[present[column]!.key])
     for (const column of defaulted) {
       assert((record[column.key] === undefined) === (first[column.key] === undefined), `rows of one bulk insert into ${getTableName(table)} disagree on ${column.key}`)
     }
-    if (ops !== undefined) json[OP_COLUMN] = ops[index]
+    if (ops !== undefined) json[OP_COLUMN] = ops[row]
     return json
   })
-  return { present, payload }
+  return { shape, payload }
 }
 
 /** The column naming which operation of a batch a row belongs to (see `insertFromDocument`). */
@@ -81,6 +111,18 @@ export const OP_COLUMN = 'kassa_op'
  * would double it.
  */
 const fieldOf = (index: number) => `c${index}`
+const FIELDS = Array.from({ length: 128 }, (_, index) => fieldOf(index))
+
+/** The statement text for a shape, built once per tail and filter. */
+function textOf(table: PgTable, shape: RowShape, tail: string, opFilter: string): { head: string; record: string; rest: string } {
+  const key = `insert\n${tail}\n${opFilter}`
+  let text = shape.texts.get(key)
+  if (text === undefined) {
+    text = insertText(table, shape.present, tail, opFilter)
+    shape.texts.set(key, text)
+  }
+  return text
+}
 
 function insertText(table: PgTable, present: ColumnShape[], tail: string, opFilter: string): { head: string; record: string; rest: string } {
   const names = present.map((column) => quoted(column.name)).join(', ')
@@ -110,10 +152,16 @@ export function insertFromDocument<Table extends PgTable>(
   source: { document: string; key: string },
   options: { tail?: string; ops?: readonly number[]; opFilter?: string } = {},
 ): { text: string; rows: Record<string, unknown>[] } {
-  const { present, payload } = rowsAsJson(table, rows, options.ops)
+  const { shape, payload } = rowsAsJson(table, rows, options.ops)
   const opFilter = options.ops === undefined ? '' : (options.opFilter ?? 'true')
-  const { head, record, rest } = insertText(table, present, options.tail ?? '', opFilter)
-  return { text: `${head}((select ${source.document} -> '${source.key}')) as (${record})${rest}`, rows: payload }
+  const cacheKey = `document\n${source.document}\n${source.key}\n${options.tail ?? ''}\n${opFilter}`
+  let text = shape.texts.get(cacheKey)?.head
+  if (text === undefined) {
+    const { head, record, rest } = textOf(table, shape, options.tail ?? '', opFilter)
+    text = `${head}((select ${source.document} -> '${source.key}')) as (${record})${rest}`
+    shape.texts.set(cacheKey, { head: text, record: '', rest: '' })
+  }
+  return { text, rows: payload }
 }
 
 /** `ON CONFLICT (<target>) DO UPDATE SET` each of `columns` to the proposed row's value. */

@@ -618,18 +618,18 @@ export class GroupCommitWriter {
     document.balances = this.balanceDeltas(flight.batch, filtered)
     parts.push(filtered ? BALANCE_DELTAS_PER_OPERATION : BALANCE_DELTAS)
     parts.push(BALANCE_WRITES)
-    add('holds', holds, lastStatePerId(rowsOf(ops, (op) => op.holds)), upsertTail('id', ['state', 'captured_amount', 'transfer_id', 'closed_at']))
+    add('holds', holds, lastStatePerId(rowsOf(ops, (op) => op.holds)), HOLD_TAIL)
     add('transfers', transfers, rowsOf(ops, (op) => op.transfers))
-    add('payments', payments, lastStatePerId(rowsOf(ops, (op) => op.payments)), upsertTail('id', ['state', 'failure_code', 'captured_amount', 'closed_at']))
+    add('payments', payments, lastStatePerId(rowsOf(ops, (op) => op.payments)), PAYMENT_TAIL)
     // A new arrival conflicts on its id only when it is being moved on; the (network, txHash,
     // address) key refuses a second row for the same observation, failing the commit loudly.
     add(
       'arrivals',
       chainArrivals,
       lastStatePerId(rowsOf(ops, (op) => op.chainArrivals)),
-      upsertTail('id', ['state', 'disposition', 'account_id', 'deposit_id', 'finalized_at', 'resolved_at', 'resolution_note']),
+      ARRIVAL_TAIL,
     )
-    add('deposits', deposits, lastStatePerId(rowsOf(ops, (op) => op.deposits)), upsertTail('id', ['state', 'received_amount', 'amount_match', 'arrival_id', 'tx_hash', 'arrived_at', 'completed_at']))
+    add('deposits', deposits, lastStatePerId(rowsOf(ops, (op) => op.deposits)), DEPOSIT_TAIL)
     // Events go in the same statement as the change they describe (the outbox), in queue order.
     add('events', events, rowsOf(ops, (op) => op.events))
     const answers = rowsOf(ops, (op) => (op.idempotencyAnswer ? [op.idempotencyAnswer] : undefined))
@@ -759,6 +759,12 @@ function readResult(rows: Array<Record<string, string | null>>): BatchResult {
   }
   return { written, lostOps }
 }
+
+/** Rows that move to a new state are upserted: the last state queued for an id is the one written. */
+const HOLD_TAIL = upsertTail('id', ['state', 'captured_amount', 'transfer_id', 'closed_at'])
+const PAYMENT_TAIL = upsertTail('id', ['state', 'failure_code', 'captured_amount', 'closed_at'])
+const ARRIVAL_TAIL = upsertTail('id', ['state', 'disposition', 'account_id', 'deposit_id', 'finalized_at', 'resolved_at', 'resolution_note'])
+const DEPOSIT_TAIL = upsertTail('id', ['state', 'received_amount', 'amount_match', 'arrival_id', 'tx_hash', 'arrived_at', 'completed_at'])
 
 /** An idempotency claim replaces an expired record with the same key, never a live one. */
 const CLAIM_TAIL = `${upsertTail('org_id, key', ['method', 'path', 'request_hash', 'request_body', 'state', 'response_status', 'response_body', 'created_at', 'locked_until', 'expires_at'])} where idempotency_records.expires_at <= excluded.created_at`
