@@ -6,6 +6,7 @@ import { queryPrepared, type Database, type Transaction } from '../../db/client.
 import { chainArrivals, deposits, events, holds, idempotencyRecords, ledgerBalances, ledgerMovements, ledgerPostings, payments, transfers } from '../../db/schema/index.ts'
 import { assert } from '../lib/assert.ts'
 import { ApiError } from '../lib/errors.ts'
+import { logFailure } from '../lib/log.ts'
 import { recordId } from '../platform/idempotency.ts'
 import { balanceKey, deltasOf, type BalanceDelta, type HotBalance, type HotBalances, type Posting } from './hot-balances.ts'
 
@@ -442,7 +443,7 @@ export class GroupCommitWriter {
     const queued = this.queue.splice(0).filter((item) => !item.withdrawn)
     this.waiting.clear()
     const failed = [...flights.flatMap((flight) => [...flight.batch, ...flight.keyTaken]), ...queued]
-    console.error(`ledger: a batch of ${flights[0]!.batch.length} operation(s) failed; failing ${failed.length} uncommitted operation(s)`, error)
+    logFailure('ledger.batch', `ledger: a batch of ${flights[0]!.batch.length} operation(s) failed; failing ${failed.length} uncommitted operation(s)`, error)
     // Undo in reverse order of reservation, so each undo sees the state its reservation left.
     for (const item of [...failed].reverse()) this.undo(item)
     const touched = this.recovering ?? new Map<string, BalanceDelta>()
@@ -697,7 +698,7 @@ union all select 'refused', kassa_refuse('ledger writer: batch ' || (select j ->
       try {
         await this.readBack(touched)
       } catch (error) {
-        console.error('ledger: could not read balances back after a failed commit; memory keeps the undone values', error)
+        logFailure('ledger.read-back', 'ledger: could not read balances back after a failed commit; memory keeps the undone values', error)
       }
     }
     for (const request of this.resyncs.splice(0)) await this.readBack(request.touched).then(request.resolve, request.reject)
