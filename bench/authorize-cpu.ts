@@ -12,6 +12,11 @@
  * (DATABASE_URL, or the local default), so the CPU figure is the server process's own share, as
  * under the real load, database excluded.
  *
+ * For attribution only, AUTHCPU_WRITER=skip replaces the ledger writer's `enqueue` with an immediate
+ * success once the accounts are funded: nothing of the authorizations is written, and the figure is
+ * the request path alone (Elysia, hooks, body, auth, decision, rows built for the writer), without
+ * the writer's statements and the database driver. Never a figure of the product: it skips durability.
+ *
  * Settings: AUTHCPU_DURATION_MS (default 3000, after a 1000 ms warm-up), AUTHCPU_CONCURRENCY
  * (default 32), AUTHCPU_ACCOUNTS (default 16), AUTHCPU_IDEMPOTENCY=1 to send an Idempotency-Key with
  * every request.
@@ -23,6 +28,7 @@
 import { EMBEDDED_IN_MEMORY, openDatabase, type DatabaseHandle } from '../db/client.ts'
 import { createApp } from '../server/app.ts'
 import { configForTests } from '../server/config.ts'
+import type { LedgerOperation } from '../server/ledger/writer.ts'
 import { createBenchDatabase, type BenchDatabase } from './support.ts'
 
 const DURATION_MS = Number(process.env.AUTHCPU_DURATION_MS ?? 3000)
@@ -31,6 +37,7 @@ const CONCURRENCY = Number(process.env.AUTHCPU_CONCURRENCY ?? 32)
 const ACCOUNTS = Number(process.env.AUTHCPU_ACCOUNTS ?? 16)
 const USE_POSTGRES = process.env.AUTHCPU_POSTGRES === '1'
 const WITH_IDEMPOTENCY = process.env.AUTHCPU_IDEMPOTENCY === '1'
+const SKIP_WRITER = process.env.AUTHCPU_WRITER === 'skip'
 const BASE = 'http://kassa.bench'
 
 let benchDatabase: BenchDatabase | undefined
@@ -60,6 +67,13 @@ for (let index = 0; index < ACCOUNTS; index++) {
   const funded = await app.handle(new Request(`${BASE}/v1/sandbox/accounts/${account.id}/fund`, { method: 'POST', headers, body: JSON.stringify({ asset: 'USDC', amount: '10000000' }) }))
   if (funded.status !== 200 && funded.status !== 201) throw new Error(`funding failed: ${funded.status} ${await funded.text()}`)
   accounts.push(account.id)
+}
+
+if (SKIP_WRITER) {
+  kassa.runtime.ledger.writer.enqueue = (op: LedgerOperation) => {
+    op.committed?.()
+    return Promise.resolve()
+  }
 }
 
 let sequence = 0
@@ -111,6 +125,7 @@ console.log(
   JSON.stringify(
     {
       database: USE_POSTGRES ? 'postgres' : 'pglite',
+      writer: SKIP_WRITER ? 'skipped (attribution only)' : 'real',
       idempotencyKey: WITH_IDEMPOTENCY,
       concurrency: CONCURRENCY,
       answered: tally.answered,
