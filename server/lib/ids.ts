@@ -24,7 +24,9 @@ export type IdKind =
   | 'mv'
 
 export function newId<K extends IdKind>(kind: K): `${K}_${string}` {
-  return `${kind}_${Bun.randomUUIDv7().replaceAll('-', '')}`
+  // The dashes sit at fixed places (8-4-4-4-12); slicing around them costs half of a replaceAll.
+  const uuid = Bun.randomUUIDv7()
+  return `${kind}_${uuid.slice(0, 8)}${uuid.slice(9, 13)}${uuid.slice(14, 18)}${uuid.slice(19, 23)}${uuid.slice(24)}`
 }
 
 const ID_BODY = /^[0-9a-f]{32}$/
