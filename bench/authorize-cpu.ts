@@ -79,9 +79,12 @@ if (SKIP_WRITER) {
 let sequence = 0
 function authorizeRequest(): Request {
   const accountId = accounts[sequence % accounts.length]!
-  const requestHeaders: Record<string, string> = WITH_IDEMPOTENCY ? { ...headers, 'idempotency-key': `cpu-${sequence}-${Date.now()}` } : headers
-  sequence++
   const body = JSON.stringify({ accountId, asset: 'USDC', amount: '1.25', merchant: { name: 'Coffee', mcc: '5814' } })
+  // As over HTTP, where a client sends a fixed body with its Content-Length (a Request built in
+  // process has none unless told).
+  const requestHeaders: Record<string, string> = { ...headers, 'content-length': String(Buffer.byteLength(body)) }
+  if (WITH_IDEMPOTENCY) requestHeaders['idempotency-key'] = `cpu-${sequence}-${Date.now()}`
+  sequence++
   return new Request(`${BASE}/v1/payments/authorize`, { method: 'POST', headers: requestHeaders, body })
 }
 
