@@ -22,6 +22,20 @@ export function replayResponse(status: number, body: string, headers: Record<str
 }
 
 /**
+ * An answer whose JSON text is already made (an authorization's, the same text as its saved
+ * idempotent answer): sent as it is, with the headers gathered on `set` (request id, rate limits)
+ * moved onto it, so it is not serialized again and Elysia need not copy it into a new Response to
+ * merge them. The content type is the one Elysia gives a JSON answer.
+ */
+export function jsonResponse(status: number, body: string, set: { headers: Record<string, unknown> }): Response {
+  const headers: Record<string, string> = {}
+  for (const name in set.headers) headers[name] = String(set.headers[name])
+  headers['content-type'] = 'application/json;charset=utf-8'
+  set.headers = {}
+  return new Response(body, { status, headers })
+}
+
+/**
  * The `access` route option: every `/v1` route names what it needs, and the same step applies
  * idempotency to state-changing calls made with organization context.
  */

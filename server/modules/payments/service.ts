@@ -68,7 +68,8 @@ export interface AuthorizeContext {
   records: IdempotencyStore
 }
 
-export type AuthorizeAnswer = { kind: 'answer'; payment: PaymentView } | { kind: 'replay'; status: number; body: string }
+/** An answer is the payment view as JSON text: the same text is the saved idempotent answer, serialized once. */
+export type AuthorizeAnswer = { kind: 'answer'; body: string } | { kind: 'replay'; status: number; body: string }
 
 const inFlightId = (orgId: string, key: string) => `${orgId}\n${key}`
 
@@ -242,7 +243,7 @@ async function authorizeWithin(runtime: Runtime, orgId: string, input: Authorize
   if (lookup.kind === 'timeout') return decline(runtime, row, 'processing_timeout', null, budget, context)
   const account = lookup.value
   if (!info || amountMinor === null) return decline(runtime, row, 'unsupported_asset', account.externalId, budget, context)
-  let submitted: { operation: LedgerOperation; hold: PendingHold; commit: Promise<void>; view: PaymentView }
+  let submitted: { operation: LedgerOperation; hold: PendingHold; commit: Promise<void>; body: string }
   try {
     assertWithinLimits(amountMinor, runtime.ledger.policy(info.asset), info.decimals)
     if (account.status === 'frozen') throw new ApiError('account_frozen', 'frozen')
@@ -258,7 +259,7 @@ async function authorizeWithin(runtime: Runtime, orgId: string, input: Authorize
     return decline(runtime, row, code, account.externalId, budget, context)
   }
   const outcome = await budget.race(submitted.commit)
-  if (outcome.kind === 'done') return { kind: 'answer', payment: submitted.view }
+  if (outcome.kind === 'done') return { kind: 'answer', body: submitted.body }
   if (outcome.kind === 'failed') {
     if (outcome.error instanceof IdempotencyKeyTaken) return replayTakenKey(runtime, orgId, context, budget)
     // Withdrawn by the writer because it could not have committed before the deadline: nothing was applied.
@@ -266,14 +267,12 @@ async function authorizeWithin(runtime: Runtime, orgId: string, input: Authorize
     // The writer undid the reservation, but a commit whose reply was lost with the connection may
     // have landed all the same: settled like a late write (see `failClosed`).
     console.error(`payments: authorization ${row.id} could not commit; declined`, outcome.error)
-    failClosed(runtime, submitted.hold, submitted.commit, row, account.externalId, context, 'processing_error')
-    return { kind: 'answer', payment: toPaymentView(declinedRow(row, 'processing_error')) }
+    return { kind: 'answer', body: failClosed(runtime, submitted.hold, submitted.commit, row, account.externalId, context, 'processing_error') }
   }
   // Still waiting for the writer (the database is slow or down): taken back, it will never be
   // written, and only the decline is recorded.
   if (runtime.ledger.withdraw(submitted.operation)) return decline(runtime, { ...row, expiresAt: null, holdId: null }, 'processing_timeout', account.externalId, budget, context)
-  failClosed(runtime, submitted.hold, submitted.commit, row, account.externalId, context)
-  return { kind: 'answer', payment: toPaymentView(declinedRow(row, 'processing_timeout')) }
+  return { kind: 'answer', body: failClosed(runtime, submitted.hold, submitted.commit, row, account.externalId, context) }
 }
 
 /** The reservation: decided and applied to memory in this synchronous step, committed by the writer. */
@@ -291,8 +290,9 @@ function reserve(runtime: Runtime, payment: PaymentRow, info: AssetInfo, amountM
     ownerId: payment.id,
   }
   const authorized: PaymentRow = { ...payment, holdId: hold.id, expiresAt: hold.expiresAt }
-  // One view serves the answer, the event's amount and expiry, and the saved idempotent answer.
+  // One view serves the answer, the event's amount and expiry, and (as the same text) the saved idempotent answer.
   const view = toPaymentView(authorized)
+  const body = JSON.stringify(view)
   const operation: LedgerOperation = {
     orgId: payment.orgId,
     movementId: newId('mv'),
@@ -304,7 +304,7 @@ function reserve(runtime: Runtime, payment: PaymentRow, info: AssetInfo, amountM
     holds: [holdRow(hold, 'pending', null)],
     payments: [authorized],
     events: [eventRow(payment.orgId, 'payment.authorized', eventData(authorized, externalId, { holdId: hold.id, expiresAt: view.expiresAt }, view.amount), now)],
-    idempotencyRecord: context.idempotency ? inlineRecord(context.idempotency, 201, JSON.stringify(view), runtime.clock.wallNowMs()) : undefined,
+    idempotencyRecord: context.idempotency ? inlineRecord(context.idempotency, 201, body, runtime.clock.wallNowMs()) : undefined,
     reserve: () => {
       runtime.ledger.pendingHolds.set(hold.id, hold)
       state.authorized.set(payment.id, { row: authorized, externalId })
@@ -316,7 +316,7 @@ function reserve(runtime: Runtime, payment: PaymentRow, info: AssetInfo, amountM
   }
   // Throws `insufficient_available` synchronously, having changed nothing.
   const commit = runtime.ledger.submit(operation)
-  return { operation, hold, commit, view }
+  return { operation, hold, commit, body }
 }
 
 /** An authorization's reservation: its amount from available to held. */
@@ -357,8 +357,9 @@ async function replayTakenKey(runtime: Runtime, orgId: string, context: Authoriz
  * closing at once (capture, void and the sweeper all refuse a closing hold). If the late write
  * lands, the hold is released, the payment recorded declined and its saved idempotent answer
  * rewritten, in one commit; if it fails, the writer has undone it and only the decline is recorded.
+ * Answers the decline's JSON, the text the caller gets.
  */
-function failClosed(runtime: Runtime, hold: PendingHold, commit: Promise<void>, payment: PaymentRow, externalId: string, context: AuthorizeContext, failureCode: FailureCode = 'processing_timeout'): void {
+function failClosed(runtime: Runtime, hold: PendingHold, commit: Promise<void>, payment: PaymentRow, externalId: string, context: AuthorizeContext, failureCode: FailureCode = 'processing_timeout'): string {
   const state = stateOf(runtime)
   hold.closing = true
   const declined: PaymentRow = { ...declinedRow(payment, failureCode), holdId: hold.id }
@@ -397,6 +398,7 @@ function failClosed(runtime: Runtime, hold: PendingHold, commit: Promise<void>, 
       state.unsettled.delete(payment.id)
       if (claim) state.answersInFlight.delete(inFlightId(payment.orgId, claim.key))
     })
+  return declinedBody
 }
 
 /** Longest pause between attempts to make a fail-closed decline durable. */
@@ -427,16 +429,17 @@ async function untilDurable(runtime: Runtime, paymentId: string, write: () => Pr
 async function decline(runtime: Runtime, payment: PaymentRow, failureCode: FailureCode, externalId: string | null, budget: Budget, context: AuthorizeContext): Promise<AuthorizeAnswer> {
   const declined: PaymentRow = { ...payment, state: 'declined', failureCode, closedAt: payment.createdAt }
   const view = toPaymentView(declined)
+  const body = JSON.stringify(view)
   const state = stateOf(runtime)
   state.unsettled.set(declined.id, declined)
-  const record = context.idempotency ? inlineRecord(context.idempotency, 201, JSON.stringify(view), runtime.clock.wallNowMs()) : undefined
-  const write = state.declines.record(declined, eventRow(payment.orgId, 'payment.declined', eventData(declined, externalId, { failureCode }), payment.createdAt), record)
+  const record = context.idempotency ? inlineRecord(context.idempotency, 201, body, runtime.clock.wallNowMs()) : undefined
+  const write = state.declines.record(declined, eventRow(payment.orgId, 'payment.declined', eventData(declined, externalId, { failureCode }, view.amount), payment.createdAt), record)
   write
     .catch((error: unknown) => console.error(`payments: recording decline ${declined.id} failed`, error))
     .finally(() => state.unsettled.delete(declined.id))
   const outcome = await budget.race(write)
   if (outcome.kind === 'done' && outcome.value === 'key_taken') return replayTakenKey(runtime, payment.orgId, context, budget)
-  return { kind: 'answer', payment: view }
+  return { kind: 'answer', body }
 }
 
 /** Closes a payment's hold: the whole hold back to available, the payment's new state in the same commit. */
