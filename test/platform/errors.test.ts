@@ -173,7 +173,8 @@ describe('body size limit', () => {
 
   test('refuses a body that starts with a byte order mark as not JSON, with or without Content-Length', async () => {
     const body = `\ufeff${JSON.stringify({ externalId: 'with-bom' })}`
-    for (const headers of [{ 'content-type': 'application/json' }, { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) }]) {
+    const variants: Array<Record<string, string>> = [{ 'content-type': 'application/json' }, { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) }]
+    for (const headers of variants) {
       const response = await app.call('POST', '/v1/accounts', { key: org.testKey, rawBody: body, headers })
       expectErrorBody(response, 400, 'invalid_request', 'body')
     }
