@@ -47,16 +47,22 @@ export function balanceKey(orgId: string, accountId: string, asset: string): str
   return `${orgId}\u0000${accountId}\u0000${asset}`
 }
 
-/** Sums postings per balance row; `sign` -1n gives the deltas that undo them. */
+/**
+ * Sums postings per balance row, keyed by `balanceKey`; `sign` -1n gives the deltas that undo them.
+ * Consecutive postings on the same row (a reservation's two buckets) share one key.
+ */
 export function deltasOf(orgId: string, postings: readonly Posting[], sign: bigint, into = new Map<string, BalanceDelta>()): Map<string, BalanceDelta> {
+  let delta: BalanceDelta | undefined
   for (const posting of postings) {
-    const key = balanceKey(orgId, posting.accountId, posting.asset)
-    let delta = into.get(key)
-    if (delta === undefined) {
-      delta = { orgId, accountId: posting.accountId, asset: posting.asset, kind: posting.kind, available: 0n, held: 0n, inFlight: 0n }
-      into.set(key, delta)
+    if (delta === undefined || delta.accountId !== posting.accountId || delta.asset !== posting.asset) {
+      const key = balanceKey(orgId, posting.accountId, posting.asset)
+      delta = into.get(key)
+      if (delta === undefined) {
+        delta = { orgId, accountId: posting.accountId, asset: posting.asset, kind: posting.kind, available: 0n, held: 0n, inFlight: 0n }
+        into.set(key, delta)
+      }
     }
-    const amount = posting.amountMinor * sign
+    const amount = sign === 1n ? posting.amountMinor : posting.amountMinor * sign
     if (posting.bucket === 'available') delta.available += amount
     else if (posting.bucket === 'held') delta.held += amount
     else delta.inFlight += amount
@@ -66,13 +72,21 @@ export function deltasOf(orgId: string, postings: readonly Posting[], sign: bigi
 
 /** Double entry: the legs of one movement cancel out in every asset. */
 export function assertZeroSum(postings: readonly Posting[]): void {
-  const sums = new Map<string, bigint>()
+  // Nearly every movement is in one asset: its sum is kept apart, other assets in a map.
+  const firstAsset = postings[0]?.asset
+  let firstSum = 0n
+  let otherSums: Map<string, bigint> | undefined
   for (const posting of postings) {
     assert(posting.amountMinor !== 0n, 'a posting of zero is noise in the ledger')
     assert(posting.kind === 'customer' || posting.bucket === 'available', 'system accounts have only the available bucket')
-    sums.set(posting.asset, (sums.get(posting.asset) ?? 0n) + posting.amountMinor)
+    if (posting.asset === firstAsset) firstSum += posting.amountMinor
+    else {
+      otherSums ??= new Map()
+      otherSums.set(posting.asset, (otherSums.get(posting.asset) ?? 0n) + posting.amountMinor)
+    }
   }
-  for (const [asset, sum] of sums) assert(sum === 0n, `postings of ${asset} sum to ${sum}, not zero`)
+  if (firstSum !== 0n) assert(false, `postings of ${firstAsset} sum to ${firstSum}, not zero`)
+  if (otherSums) for (const [asset, sum] of otherSums) if (sum !== 0n) assert(false, `postings of ${asset} sum to ${sum}, not zero`)
 }
 
 function mayGoNegative(delta: BalanceDelta): boolean {
@@ -108,34 +122,41 @@ export class HotBalances {
   }
 
   findOverdraft(orgId: string, postings: readonly Posting[]): Overdraft | undefined {
-    for (const delta of deltasOf(orgId, postings, 1n).values()) {
+    return this.overdraftIn(deltasOf(orgId, postings, 1n))
+  }
+
+  /** `findOverdraft` for deltas already summed by `deltasOf` (keyed by `balanceKey`). */
+  overdraftIn(deltas: ReadonlyMap<string, BalanceDelta>): Overdraft | undefined {
+    for (const [key, delta] of deltas) {
       if (mayGoNegative(delta)) continue
-      const row = this.get(orgId, delta.accountId, delta.asset)
-      const check = (bucket: Bucket, current: bigint, change: bigint) =>
-        current + change < 0n ? { accountId: delta.accountId, asset: delta.asset, bucket } : undefined
-      const overdraft =
-        check('available', row?.available ?? 0n, delta.available) ??
-        check('held', row?.held ?? 0n, delta.held) ??
-        check('in_flight', row?.inFlight ?? 0n, delta.inFlight)
-      if (overdraft) return overdraft
+      const row = this.rows.get(key)
+      if ((row?.available ?? 0n) + delta.available < 0n) return { accountId: delta.accountId, asset: delta.asset, bucket: 'available' }
+      if ((row?.held ?? 0n) + delta.held < 0n) return { accountId: delta.accountId, asset: delta.asset, bucket: 'held' }
+      if ((row?.inFlight ?? 0n) + delta.inFlight < 0n) return { accountId: delta.accountId, asset: delta.asset, bucket: 'in_flight' }
     }
     return undefined
   }
 
   apply(deltas: Iterable<BalanceDelta>): void {
-    for (const delta of deltas) {
-      const key = balanceKey(delta.orgId, delta.accountId, delta.asset)
-      let row = this.rows.get(key)
-      if (row === undefined) {
-        row = { orgId: delta.orgId, accountId: delta.accountId, asset: delta.asset, kind: delta.kind, available: 0n, held: 0n, inFlight: 0n, total: 0n }
-        this.rows.set(key, row)
-      }
-      row.available += delta.available
-      row.held += delta.held
-      row.inFlight += delta.inFlight
-      row.total += delta.available + delta.held + delta.inFlight
-      assert(row.total === row.available + row.held + row.inFlight, 'hot balance lost its invariant')
+    for (const delta of deltas) this.applyOne(balanceKey(delta.orgId, delta.accountId, delta.asset), delta)
+  }
+
+  /** `apply` for deltas summed by `deltasOf`, whose keys are already the rows' keys. */
+  applyKeyed(deltas: ReadonlyMap<string, BalanceDelta>): void {
+    for (const [key, delta] of deltas) this.applyOne(key, delta)
+  }
+
+  private applyOne(key: string, delta: BalanceDelta): void {
+    let row = this.rows.get(key)
+    if (row === undefined) {
+      row = { orgId: delta.orgId, accountId: delta.accountId, asset: delta.asset, kind: delta.kind, available: 0n, held: 0n, inFlight: 0n, total: 0n }
+      this.rows.set(key, row)
     }
+    row.available += delta.available
+    row.held += delta.held
+    row.inFlight += delta.inFlight
+    row.total += delta.available + delta.held + delta.inFlight
+    assert(row.total === row.available + row.held + row.inFlight, 'hot balance lost its invariant')
   }
 
   size(): number {

@@ -96,15 +96,15 @@ export class Ledger {
    */
   submit(op: LedgerOperation): Promise<void> {
     assertZeroSum(op.postings)
-    const overdraft = this.balances.findOverdraft(op.orgId, op.postings)
+    const deltas = deltasOf(op.orgId, op.postings, 1n)
+    const overdraft = this.balances.overdraftIn(deltas)
     if (overdraft) {
       if (overdraft.bucket !== 'available') {
         throw new AssertionError(`operation would take ${overdraft.bucket} of ${overdraft.accountId} below zero`)
       }
       throw new ApiError('insufficient_available', `Available ${overdraft.asset} of ${overdraft.accountId} does not cover this operation`)
     }
-    const deltas = deltasOf(op.orgId, op.postings, 1n)
-    this.balances.apply(deltas.values())
+    this.balances.applyKeyed(deltas)
     op.reserve?.()
     return this.writer.enqueue(op, deltas)
   }

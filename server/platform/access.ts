@@ -1,6 +1,6 @@
 import { Elysia } from 'elysia'
 import type { ApiError } from '../lib/errors.ts'
-import { requireAccess, type Access, type Principal } from './auth.ts'
+import { principalOf, requireAccess, type Access, type Principal } from './auth.ts'
 import { REPLAYED_HEADER, type IdempotencyStore } from './idempotency.ts'
 
 const STATE_CHANGING_METHODS = new Set(['POST', 'PATCH', 'PUT', 'DELETE'])
@@ -22,6 +22,20 @@ export function replayResponse(status: number, body: string, headers: Record<str
 }
 
 /**
+ * An answer whose JSON text is already made (an authorization's, the same text as its saved
+ * idempotent answer): sent as it is, with the headers gathered on `set` (request id, rate limits)
+ * moved onto it, so it is not serialized again and Elysia need not copy it into a new Response to
+ * merge them. The content type is the one Elysia gives a JSON answer.
+ */
+export function jsonResponse(status: number, body: string, set: { headers: Record<string, unknown> }): Response {
+  const headers: Record<string, string> = {}
+  for (const name in set.headers) headers[name] = String(set.headers[name])
+  headers['content-type'] = 'application/json;charset=utf-8'
+  set.headers = {}
+  return new Response(body, { status, headers })
+}
+
+/**
  * The `access` route option: every `/v1` route names what it needs, and the same step applies
  * idempotency to state-changing calls made with organization context.
  */
@@ -30,24 +44,31 @@ export function accessPlugin(idempotency: IdempotencyStore) {
     access: (option: AccessOption) => {
       const level = typeof option === 'string' ? option : option.level
       const inline = typeof option !== 'string' && option.idempotency === 'inline'
-      return {
+      const checks = {
         // Transform runs before validation: a caller without the right key learns nothing about the
         // body schema, and a publishable key gets 403 rather than a 400 about its body.
-        transform({ request }) {
+        transform({ request }: { request: Request }) {
           requireAccess(request, level)
         },
-        resolve({ request }) {
-          return { principal: requireAccess(request, level) as Principal }
+        // Transform has already refused a caller without the right key.
+        resolve({ request }: { request: Request }) {
+          return { principal: principalOf(request) as Principal }
         },
-        async beforeHandle({ request, body, set, path }) {
-          if (inline || !STATE_CHANGING_METHODS.has(request.method)) return
+      }
+      // A route that writes its idempotency record itself needs neither hook below: none is
+      // registered for it, so its requests do not pass through two more steps that do nothing.
+      if (inline) return checks
+      return {
+        ...checks,
+        async beforeHandle({ request, body, set, path }: { request: Request; body: unknown; set: { headers: Record<string, unknown> }; path: string }) {
+          if (!STATE_CHANGING_METHODS.has(request.method)) return
           const principal = requireAccess(request, level)
           if (principal === undefined) return
           const outcome = await idempotency.begin(request, principal, path, body)
           if (outcome.kind === 'replay') return replayResponse(outcome.status, outcome.body, set.headers)
         },
-        async afterHandle({ request, response, set }) {
-          if (inline || response instanceof Response) return
+        async afterHandle({ request, response, set }: { request: Request; response: unknown; set: { status?: number | string } }) {
+          if (response instanceof Response) return
           await idempotency.complete(request, typeof set.status === 'number' ? set.status : 200, JSON.stringify(response))
         },
       }

@@ -1,6 +1,7 @@
 import { Elysia } from 'elysia'
 import { ApiError } from '../lib/errors.ts'
 import { timingSafeEqualStrings } from '../lib/hash.ts'
+import { pathnameOf } from '../lib/url.ts'
 import type { CachedKey, KeyType } from '../modules/orgs/key-cache.ts'
 import { ANONYMOUS_RATE_LIMIT, DEFAULT_KEY_RATE_LIMIT, PUBLISHABLE_KEY_RATE_LIMIT } from '../modules/orgs/service.ts'
 import type { Runtime } from '../runtime.ts'
@@ -78,7 +79,7 @@ function sourceAddress(request: Request, server: { requestIP(request: Request): 
  */
 export function apiKeyAuthPlugin(runtime: Runtime) {
   return new Elysia({ name: 'kassa/api-key-auth' }).onRequest(async ({ request, set, server }) => {
-    const path = new URL(request.url).pathname
+    const path = pathnameOf(request.url)
     if (!path.startsWith('/v1/') && path !== '/v1') return
     let key: CachedKey | undefined
     let authenticationFailure: ApiError | undefined
@@ -118,7 +119,7 @@ export function requireAccess(request: Request, access: Access): Principal | und
 /** Operators authenticate with the operator token as a Bearer token; compared in constant time. */
 export function operatorAuthPlugin(runtime: Runtime) {
   return new Elysia({ name: 'kassa/operator-auth' }).onRequest(({ request }) => {
-    const path = new URL(request.url).pathname
+    const path = pathnameOf(request.url)
     if (!path.startsWith('/ops/')) return
     const authorization = request.headers.get('authorization') ?? ''
     const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization)

@@ -109,12 +109,15 @@ export type ErrorListener = (request: Request, error: ApiError, response: Respon
  */
 export function errorsPlugin(options: { onErrorResponse?: ErrorListener } = {}) {
   return new Elysia({ name: 'kassa/errors' })
-    .onRequest(({ request, set }) => {
-      set.headers['x-request-id'] = requestIdOf(request)
+    // The request's id travels in its own response headers, where the error hook finds it again,
+    // rather than in a map keyed by the request.
+    .onRequest(({ set }) => {
+      set.headers['x-request-id'] = newId('req')
     })
     .onError({ as: 'global' }, async ({ code, error, request, set }) => {
       const apiError = toApiError(code, error)
-      const requestId = requestIdOf(request)
+      const given = set.headers['x-request-id']
+      const requestId = typeof given === 'string' ? given : requestIdOf(request)
       if (apiError.code === 'internal') {
         const kind = error instanceof AssertionError ? 'assertion failed' : 'unexpected error'
         console.error(`[${requestId}] ${kind}:`, error)

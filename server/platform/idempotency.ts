@@ -23,14 +23,21 @@ const claims = new WeakMap<Request, Claim>()
 
 /** Object keys sorted at every depth, so the same body always hashes the same. */
 export function canonicalJson(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`
-  if (value !== null && typeof value === 'object') {
-    const entries = Object.entries(value as Record<string, unknown>)
-      .filter(([, v]) => v !== undefined)
-      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`
+  if (value === null || typeof value !== 'object') return JSON.stringify(value ?? null)
+  if (Array.isArray(value)) {
+    let text = '['
+    for (let index = 0; index < value.length; index++) text += (index === 0 ? '' : ',') + canonicalJson(value[index])
+    return `${text}]`
   }
-  return JSON.stringify(value ?? null)
+  // Keys in code-unit order (the default sort); members whose value is undefined are left out.
+  const record = value as Record<string, unknown>
+  let text = '{'
+  for (const key of Object.keys(record).sort()) {
+    const member = record[key]
+    if (member === undefined) continue
+    text += `${text.length === 1 ? '' : ','}${JSON.stringify(key)}:${canonicalJson(member)}`
+  }
+  return `${text}}`
 }
 
 function describeDifference(

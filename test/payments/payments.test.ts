@@ -1,10 +1,12 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { Value } from '@sinclair/typebox/value'
 import { sql } from 'drizzle-orm'
 import { queryRows, type Database } from '../../db/client.ts'
 import { createApp, type Kassa } from '../../server/app.ts'
 import { configForTests } from '../../server/config.ts'
 import { SYSTEM_ACCOUNTS } from '../../server/ledger/hot-balances.ts'
 import { expireDueHolds } from '../../server/modules/holds/service.ts'
+import { Payment } from '../../server/modules/payments/model.ts'
 import { AUTHORIZATION_BUDGET_MS, configurePayments } from '../../server/modules/payments/service.ts'
 import { startTestApp, type TestApp, type TestResponse } from '../support/app.ts'
 import { expectVerified, ledgerFixture, ledgerState, type LedgerFixture } from '../ledger/support.ts'
@@ -65,6 +67,22 @@ describe('authorize', () => {
     expect(await fx.balance(payer)).toMatchObject({ total: '100.000000', available: '100.000000', held: '0.000000' })
     expect(await eventsOf(response.body.id)).toEqual(['payment.authorized', 'payment.voided'])
     await expectVerified(app)
+  })
+
+  test('answers in the Payment schema, as JSON with the request id and rate headers, approved or declined', async () => {
+    const approved = await authorize('3')
+    const declined = await authorize('1000')
+    expect({ status: approved.status, state: approved.body.state }).toEqual({ status: 201, state: 'authorized' })
+    expect({ status: declined.status, state: declined.body.state }).toEqual({ status: 201, state: 'declined' })
+    const read = await fx.call('GET', `/v1/payments/${approved.body.id}`)
+    for (const answer of [approved, declined]) {
+      expect([...Value.Errors(Payment, answer.body)].map((error) => `${error.path}: ${error.message}`)).toEqual([])
+      expect(answer.headers.get('content-type')).toBe(read.headers.get('content-type'))
+      expect(answer.headers.get('x-request-id')).toMatch(/^req_[0-9a-f]{32}$/)
+      expect(answer.headers.get('x-ratelimit-limit')).toMatch(/^[0-9]+$/)
+      expect(answer.headers.get('x-ratelimit-remaining')).toMatch(/^[0-9]+$/)
+    }
+    await fx.call('POST', `/v1/payments/${approved.body.id}/void`)
   })
 
   const declines: Array<{ name: string; body: Record<string, unknown>; code: string }> = [

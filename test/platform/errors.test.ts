@@ -147,6 +147,39 @@ describe('body size limit', () => {
     expect(await accountCount()).toBe(before)
   })
 
+  test('measures a body whose Content-Length says less than it carries', async () => {
+    const before = await accountCount()
+    const request = new Request('http://kassa.test/v1/accounts', {
+      method: 'POST',
+      headers: { authorization: `Bearer ${org.testKey}`, 'content-type': 'application/json', 'content-length': '64' },
+      body: oversized,
+    })
+    expect(request.headers.get('content-length')).toBe('64')
+    const response = await app.kassa.app.handle(request)
+    expectErrorBody({ status: response.status, headers: response.headers, body: await response.json() }, 413, 'invalid_request', 'body')
+    expect(await accountCount()).toBe(before)
+  })
+
+  test('accepts a body with its Content-Length, and reads it as UTF-8', async () => {
+    const body = JSON.stringify({ externalId: 'declared-length', metadata: { note: 'caf\u00e9 \u20ac' } })
+    const response = await app.call('POST', '/v1/accounts', {
+      key: org.testKey,
+      rawBody: body,
+      headers: { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) },
+    })
+    expect(response.status).toBe(201)
+    expect(response.body.metadata).toEqual({ note: 'caf\u00e9 \u20ac' })
+  })
+
+  test('refuses a body that starts with a byte order mark as not JSON, with or without Content-Length', async () => {
+    const body = `\ufeff${JSON.stringify({ externalId: 'with-bom' })}`
+    const variants: Array<Record<string, string>> = [{ 'content-type': 'application/json' }, { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) }]
+    for (const headers of variants) {
+      const response = await app.call('POST', '/v1/accounts', { key: org.testKey, rawBody: body, headers })
+      expectErrorBody(response, 400, 'invalid_request', 'body')
+    }
+  })
+
   test('accepts a body just under the limit', async () => {
     const body = JSON.stringify({ externalId: 'just-fits', metadata: { note: 'x'.repeat(400) } })
     expect(Buffer.byteLength(body)).toBeLessThan(BODY_LIMIT_BYTES)

@@ -1,7 +1,7 @@
 import { Elysia, t } from 'elysia'
 import { IdParams } from '../../lib/params.ts'
 import { ApiError } from '../../lib/errors.ts'
-import { replayResponse, type AccessPlugin } from '../../platform/access.ts'
+import { jsonResponse, replayResponse, type AccessPlugin } from '../../platform/access.ts'
 import { arrivalOf } from '../../platform/arrival.ts'
 import { idempotencyKeyOf, requestHashOf, type IdempotencyStore, type InlineIdempotency } from '../../platform/idempotency.ts'
 import { apiDoc } from '../../platform/openapi.ts'
@@ -33,8 +33,9 @@ export function paymentsRoutes(runtime: Runtime, access: AccessPlugin, records: 
         try {
           const answer = await service.authorizePayment(runtime, principal.orgId, body, { receivedAt: arrivalOf(request), idempotency, records })
           if (answer.kind === 'replay') return replayResponse(answer.status, answer.body, set.headers)
-          set.status = 201
-          return answer.payment
+          // The payment view was serialized once, for this answer and its saved idempotent answer
+          // alike; the Payment schema below documents it (tests check the answers against it).
+          return jsonResponse(201, answer.body, set)
         } finally {
           if (key !== undefined) records.releaseLocally(principal.orgId, key)
         }

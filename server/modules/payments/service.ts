@@ -68,7 +68,8 @@ export interface AuthorizeContext {
   records: IdempotencyStore
 }
 
-export type AuthorizeAnswer = { kind: 'answer'; payment: PaymentView } | { kind: 'replay'; status: number; body: string }
+/** An answer is the payment view as JSON text: the same text is the saved idempotent answer, serialized once. */
+export type AuthorizeAnswer = { kind: 'answer'; body: string } | { kind: 'replay'; status: number; body: string }
 
 const inFlightId = (orgId: string, key: string) => `${orgId}\n${key}`
 
@@ -138,19 +139,61 @@ export function toPaymentView(row: PaymentRow): PaymentView {
   }
 }
 
-function eventData(row: PaymentRow, externalId: string | null, extra: Record<string, unknown> = {}): Record<string, unknown> {
-  const view = toPaymentView(row)
-  return { paymentId: row.id, accountId: row.accountId, externalId, amount: view.amount, asset: row.asset, ...extra }
+/** The amount as the view shows it: formatted in the asset's decimals, or as requested for an unknown asset. */
+function amountOf(row: PaymentRow): string {
+  const decimals = findAsset(row.asset)?.decimals
+  return row.amount == null || decimals === undefined ? row.requestedAmount : formatAmount(row.amount, decimals)
 }
 
-/** Resolves to what the promise gave, or to `timeout` if the budget's remaining time runs out first. */
-async function withinBudget<T>(promise: Promise<T>, deadline: number): Promise<{ kind: 'done'; value: T } | { kind: 'failed'; error: unknown } | { kind: 'timeout' }> {
+function eventData(row: PaymentRow, externalId: string | null, extra: Record<string, unknown> = {}, amount: string = amountOf(row)): Record<string, unknown> {
+  return { paymentId: row.id, accountId: row.accountId, externalId, amount, asset: row.asset, ...extra }
+}
+
+type BudgetOutcome<T> = { kind: 'done'; value: T } | { kind: 'failed'; error: unknown } | { kind: 'timeout' }
+
+const TIMED_OUT = { kind: 'timeout' } as const
+const done = <T>(value: T) => ({ kind: 'done' as const, value })
+const failed = (error: unknown) => ({ kind: 'failed' as const, error })
+
+/**
+ * An authorization's remaining time. Every step it waits for (the account lookup, the commit, a
+ * decline's record) races the same timer, armed once per request and cleared by `end`, instead of
+ * a timer and a promise per step.
+ */
+class Budget {
+  private expiry: Promise<typeof TIMED_OUT> | undefined
+  private timer: ReturnType<typeof setTimeout> | undefined
+  private expired = false
+
+  constructor(readonly deadline: number) {}
+
+  /** Resolves to what the promise gave, or to `timeout` if the budget's remaining time runs out first. */
+  race<T>(promise: Promise<T>): Promise<BudgetOutcome<T>> {
+    const remainingMs = this.deadline - performance.now()
+    // A step that starts with no time left still gets one turn of the event loop to finish, as the
+    // budget always gave it: it races a timer of its own, due at once.
+    if (remainingMs <= 0 || this.expired) return raceTimer(promise, Math.max(0, remainingMs))
+    this.expiry ??= new Promise((resolve) => {
+      this.timer = setTimeout(() => {
+        this.expired = true
+        resolve(TIMED_OUT)
+      }, remainingMs)
+    })
+    return Promise.race([promise.then(done, failed), this.expiry])
+  }
+
+  end(): void {
+    if (this.timer !== undefined) clearTimeout(this.timer)
+  }
+}
+
+async function raceTimer<T>(promise: Promise<T>, delayMs: number): Promise<BudgetOutcome<T>> {
   let timer: ReturnType<typeof setTimeout> | undefined
-  const timeout = new Promise<{ kind: 'timeout' }>((resolve) => {
-    timer = setTimeout(() => resolve({ kind: 'timeout' }), Math.max(0, deadline - performance.now()))
+  const timeout = new Promise<typeof TIMED_OUT>((resolve) => {
+    timer = setTimeout(() => resolve(TIMED_OUT), delayMs)
   })
   try {
-    return await Promise.race([promise.then((value) => ({ kind: 'done' as const, value }), (error: unknown) => ({ kind: 'failed' as const, error })), timeout])
+    return await Promise.race([promise.then(done, failed), timeout])
   } finally {
     clearTimeout(timer)
   }
@@ -165,10 +208,18 @@ async function withinBudget<T>(promise: Promise<T>, deadline: number): Promise<{
  */
 export async function authorizePayment(runtime: Runtime, orgId: string, input: AuthorizePaymentInput, context: AuthorizeContext): Promise<AuthorizeAnswer> {
   const state = stateOf(runtime)
-  const deadline = context.receivedAt + state.budgetMs - Math.min(AUTHORIZATION_ANSWER_MARGIN_MS, state.budgetMs / 2)
+  const budget = new Budget(context.receivedAt + state.budgetMs - Math.min(AUTHORIZATION_ANSWER_MARGIN_MS, state.budgetMs / 2))
+  try {
+    return await authorizeWithin(runtime, orgId, input, context, budget)
+  } finally {
+    budget.end()
+  }
+}
+
+async function authorizeWithin(runtime: Runtime, orgId: string, input: AuthorizePaymentInput, context: AuthorizeContext, budget: Budget): Promise<AuthorizeAnswer> {
   const info = findAsset(input.asset)
   const amountMinor = info ? parseAmount(input.amount, info.decimals, 'amount') : (parseAmount(input.amount, UNKNOWN_ASSET_DECIMALS_MAX, 'amount'), null)
-  const lookup = await withinBudget(runtime.ledger.accounts.require(orgId, input.accountId, 'accountId'), deadline)
+  const lookup = await budget.race(runtime.ledger.accounts.require(orgId, input.accountId, 'accountId'))
   if (lookup.kind === 'failed') throw lookup.error
   const now = runtime.clock.now(orgId)
   const row: PaymentRow = {
@@ -189,41 +240,39 @@ export async function authorizePayment(runtime: Runtime, orgId: string, input: A
     createdAt: now,
     closedAt: null,
   }
-  if (lookup.kind === 'timeout') return decline(runtime, row, 'processing_timeout', null, deadline, context)
+  if (lookup.kind === 'timeout') return decline(runtime, row, 'processing_timeout', null, budget, context)
   const account = lookup.value
-  if (!info || amountMinor === null) return decline(runtime, row, 'unsupported_asset', account.externalId, deadline, context)
-  let submitted: { operation: LedgerOperation; hold: PendingHold; commit: Promise<void> }
+  if (!info || amountMinor === null) return decline(runtime, row, 'unsupported_asset', account.externalId, budget, context)
+  let submitted: { operation: LedgerOperation; hold: PendingHold; commit: Promise<void>; body: string }
   try {
     assertWithinLimits(amountMinor, runtime.ledger.policy(info.asset), info.decimals)
     if (account.status === 'frozen') throw new ApiError('account_frozen', 'frozen')
     // Admission: when the writer's queue is already longer than the budget left, the approval could
     // not be durable in time; declining now keeps the writer approving at its capacity.
-    if (runtime.ledger.writer.expectedWaitMs() > deadline - performance.now()) {
-      return decline(runtime, { ...row, expiresAt: null, holdId: null }, 'processing_timeout', account.externalId, deadline, context)
+    if (runtime.ledger.writer.expectedWaitMs() > budget.deadline - performance.now()) {
+      return decline(runtime, { ...row, expiresAt: null, holdId: null }, 'processing_timeout', account.externalId, budget, context)
     }
-    submitted = reserve(runtime, row, info, amountMinor, account.externalId, now, context, deadline)
+    submitted = reserve(runtime, row, info, amountMinor, account.externalId, now, context, budget.deadline)
   } catch (error) {
     const code = error instanceof ApiError ? DECLINE_CODES[error.code] : undefined
     if (code === undefined) throw error
-    return decline(runtime, row, code, account.externalId, deadline, context)
+    return decline(runtime, row, code, account.externalId, budget, context)
   }
-  const outcome = await withinBudget(submitted.commit, deadline)
-  if (outcome.kind === 'done') return { kind: 'answer', payment: toPaymentView(submitted.operation.payments![0]!) }
+  const outcome = await budget.race(submitted.commit)
+  if (outcome.kind === 'done') return { kind: 'answer', body: submitted.body }
   if (outcome.kind === 'failed') {
-    if (outcome.error instanceof IdempotencyKeyTaken) return replayTakenKey(runtime, orgId, context, deadline)
+    if (outcome.error instanceof IdempotencyKeyTaken) return replayTakenKey(runtime, orgId, context, budget)
     // Withdrawn by the writer because it could not have committed before the deadline: nothing was applied.
-    if (outcome.error instanceof OperationWithdrawn) return decline(runtime, { ...row, expiresAt: null, holdId: null }, 'processing_timeout', account.externalId, deadline, context)
+    if (outcome.error instanceof OperationWithdrawn) return decline(runtime, { ...row, expiresAt: null, holdId: null }, 'processing_timeout', account.externalId, budget, context)
     // The writer undid the reservation, but a commit whose reply was lost with the connection may
     // have landed all the same: settled like a late write (see `failClosed`).
     console.error(`payments: authorization ${row.id} could not commit; declined`, outcome.error)
-    failClosed(runtime, submitted.hold, submitted.commit, row, account.externalId, context, 'processing_error')
-    return { kind: 'answer', payment: toPaymentView(declinedRow(row, 'processing_error')) }
+    return { kind: 'answer', body: failClosed(runtime, submitted.hold, submitted.commit, row, account.externalId, context, 'processing_error') }
   }
   // Still waiting for the writer (the database is slow or down): taken back, it will never be
   // written, and only the decline is recorded.
-  if (runtime.ledger.withdraw(submitted.operation)) return decline(runtime, { ...row, expiresAt: null, holdId: null }, 'processing_timeout', account.externalId, deadline, context)
-  failClosed(runtime, submitted.hold, submitted.commit, row, account.externalId, context)
-  return { kind: 'answer', payment: toPaymentView(declinedRow(row, 'processing_timeout')) }
+  if (runtime.ledger.withdraw(submitted.operation)) return decline(runtime, { ...row, expiresAt: null, holdId: null }, 'processing_timeout', account.externalId, budget, context)
+  return { kind: 'answer', body: failClosed(runtime, submitted.hold, submitted.commit, row, account.externalId, context) }
 }
 
 /** The reservation: decided and applied to memory in this synchronous step, committed by the writer. */
@@ -241,6 +290,9 @@ function reserve(runtime: Runtime, payment: PaymentRow, info: AssetInfo, amountM
     ownerId: payment.id,
   }
   const authorized: PaymentRow = { ...payment, holdId: hold.id, expiresAt: hold.expiresAt }
+  // One view serves the answer, the event's amount and expiry, and (as the same text) the saved idempotent answer.
+  const view = toPaymentView(authorized)
+  const body = JSON.stringify(view)
   const operation: LedgerOperation = {
     orgId: payment.orgId,
     movementId: newId('mv'),
@@ -251,8 +303,8 @@ function reserve(runtime: Runtime, payment: PaymentRow, info: AssetInfo, amountM
     postings: reservationPostings(hold),
     holds: [holdRow(hold, 'pending', null)],
     payments: [authorized],
-    events: [eventRow(payment.orgId, 'payment.authorized', eventData(authorized, externalId, { holdId: hold.id, expiresAt: hold.expiresAt.toISOString() }), now)],
-    idempotencyRecord: context.idempotency ? inlineRecord(context.idempotency, 201, JSON.stringify(toPaymentView(authorized)), runtime.clock.wallNowMs()) : undefined,
+    events: [eventRow(payment.orgId, 'payment.authorized', eventData(authorized, externalId, { holdId: hold.id, expiresAt: view.expiresAt }, view.amount), now)],
+    idempotencyRecord: context.idempotency ? inlineRecord(context.idempotency, 201, body, runtime.clock.wallNowMs()) : undefined,
     reserve: () => {
       runtime.ledger.pendingHolds.set(hold.id, hold)
       state.authorized.set(payment.id, { row: authorized, externalId })
@@ -264,7 +316,7 @@ function reserve(runtime: Runtime, payment: PaymentRow, info: AssetInfo, amountM
   }
   // Throws `insufficient_available` synchronously, having changed nothing.
   const commit = runtime.ledger.submit(operation)
-  return { operation, hold, commit }
+  return { operation, hold, commit, body }
 }
 
 /** An authorization's reservation: its amount from available to held. */
@@ -284,13 +336,13 @@ function declinedRow(payment: PaymentRow, failureCode: FailureCode): PaymentRow 
  * a conflict). A decline given while a late write was still being closed wins over what the
  * database says for that moment.
  */
-async function replayTakenKey(runtime: Runtime, orgId: string, context: AuthorizeContext, deadline: number): Promise<AuthorizeAnswer> {
+async function replayTakenKey(runtime: Runtime, orgId: string, context: AuthorizeContext, budget: Budget): Promise<AuthorizeAnswer> {
   const claim = context.idempotency!
   const request = { method: claim.method, path: claim.path, body: claim.requestBody, requestHash: claim.requestHash }
   const pending = stateOf(runtime).answersInFlight.get(inFlightId(orgId, claim.key))
   const found = pending
     ? { kind: 'done' as const, value: { method: claim.method, path: claim.path, requestBody: null, requestHash: pending.requestHash, state: 'completed' as const, responseStatus: 201, responseBody: pending.body } }
-    : await withinBudget(context.records.find(orgId, claim.key), deadline)
+    : await budget.race(context.records.find(orgId, claim.key))
   if (found.kind !== 'done' || found.value === undefined) {
     throw new ApiError('idempotency_in_progress', 'A request with this Idempotency-Key is still being processed; retry shortly')
   }
@@ -305,8 +357,9 @@ async function replayTakenKey(runtime: Runtime, orgId: string, context: Authoriz
  * closing at once (capture, void and the sweeper all refuse a closing hold). If the late write
  * lands, the hold is released, the payment recorded declined and its saved idempotent answer
  * rewritten, in one commit; if it fails, the writer has undone it and only the decline is recorded.
+ * Answers the decline's JSON, the text the caller gets.
  */
-function failClosed(runtime: Runtime, hold: PendingHold, commit: Promise<void>, payment: PaymentRow, externalId: string, context: AuthorizeContext, failureCode: FailureCode = 'processing_timeout'): void {
+function failClosed(runtime: Runtime, hold: PendingHold, commit: Promise<void>, payment: PaymentRow, externalId: string, context: AuthorizeContext, failureCode: FailureCode = 'processing_timeout'): string {
   const state = stateOf(runtime)
   hold.closing = true
   const declined: PaymentRow = { ...declinedRow(payment, failureCode), holdId: hold.id }
@@ -345,6 +398,7 @@ function failClosed(runtime: Runtime, hold: PendingHold, commit: Promise<void>, 
       state.unsettled.delete(payment.id)
       if (claim) state.answersInFlight.delete(inFlightId(payment.orgId, claim.key))
     })
+  return declinedBody
 }
 
 /** Longest pause between attempts to make a fail-closed decline durable. */
@@ -372,19 +426,20 @@ async function untilDurable(runtime: Runtime, paymentId: string, write: () => Pr
  * Records a decline (with the request's idempotency record) and answers it; if the record is not
  * durable within the budget the answer is given anyway and the record finishes later.
  */
-async function decline(runtime: Runtime, payment: PaymentRow, failureCode: FailureCode, externalId: string | null, deadline: number, context: AuthorizeContext): Promise<AuthorizeAnswer> {
+async function decline(runtime: Runtime, payment: PaymentRow, failureCode: FailureCode, externalId: string | null, budget: Budget, context: AuthorizeContext): Promise<AuthorizeAnswer> {
   const declined: PaymentRow = { ...payment, state: 'declined', failureCode, closedAt: payment.createdAt }
   const view = toPaymentView(declined)
+  const body = JSON.stringify(view)
   const state = stateOf(runtime)
   state.unsettled.set(declined.id, declined)
-  const record = context.idempotency ? inlineRecord(context.idempotency, 201, JSON.stringify(view), runtime.clock.wallNowMs()) : undefined
-  const write = state.declines.record(declined, eventRow(payment.orgId, 'payment.declined', eventData(declined, externalId, { failureCode }), payment.createdAt), record)
+  const record = context.idempotency ? inlineRecord(context.idempotency, 201, body, runtime.clock.wallNowMs()) : undefined
+  const write = state.declines.record(declined, eventRow(payment.orgId, 'payment.declined', eventData(declined, externalId, { failureCode }, view.amount), payment.createdAt), record)
   write
     .catch((error: unknown) => console.error(`payments: recording decline ${declined.id} failed`, error))
     .finally(() => state.unsettled.delete(declined.id))
-  const outcome = await withinBudget(write, deadline)
-  if (outcome.kind === 'done' && outcome.value === 'key_taken') return replayTakenKey(runtime, payment.orgId, context, deadline)
-  return { kind: 'answer', payment: view }
+  const outcome = await budget.race(write)
+  if (outcome.kind === 'done' && outcome.value === 'key_taken') return replayTakenKey(runtime, payment.orgId, context, budget)
+  return { kind: 'answer', body }
 }
 
 /** Closes a payment's hold: the whole hold back to available, the payment's new state in the same commit. */

@@ -1,0 +1,145 @@
+/**
+ * CPU per authorization, in process: the whole request (`POST /v1/payments/authorize`) through
+ * `app.handle(new Request(...))`, the way Bun.serve hands it over minus the socket. Figures only:
+ * nothing here passes or fails.
+ *
+ * It builds the app with `createApp(configForTests({ rateLimitStore: 'memory' }))`, creates an org,
+ * a test key, and funded accounts through the API, then keeps AUTHCPU_CONCURRENCY requests in flight
+ * for AUTHCPU_DURATION_MS and prints the process's CPU time (user + system) and wall time per request.
+ *
+ * Database: embedded PGlite by default, whose own work runs in this process and dominates the CPU
+ * figure. With AUTHCPU_POSTGRES=1 it uses a throwaway database on the Postgres server
+ * (DATABASE_URL, or the local default), so the CPU figure is the server process's own share, as
+ * under the real load, database excluded.
+ *
+ * For attribution only, AUTHCPU_WRITER=skip replaces the ledger writer's `enqueue` with an immediate
+ * success once the accounts are funded: nothing of the authorizations is written, and the figure is
+ * the request path alone (Elysia, hooks, body, auth, decision, rows built for the writer), without
+ * the writer's statements and the database driver. Never a figure of the product: it skips durability.
+ *
+ * Settings: AUTHCPU_DURATION_MS (default 3000, after a 1000 ms warm-up), AUTHCPU_CONCURRENCY
+ * (default 32), AUTHCPU_ACCOUNTS (default 16), AUTHCPU_IDEMPOTENCY=1 to send an Idempotency-Key with
+ * every request.
+ *
+ * Profile it:
+ *   ./node_modules/.bin/bun --cpu-prof-md --cpu-prof-dir=/tmp/hotcpu bench/authorize-cpu.ts
+ * and read the markdown (Hot Functions, Call Tree) for the JS outside db/ and the ledger writer.
+ */
+import { EMBEDDED_IN_MEMORY, openDatabase, type DatabaseHandle } from '../db/client.ts'
+import { createApp } from '../server/app.ts'
+import { configForTests } from '../server/config.ts'
+import type { LedgerOperation } from '../server/ledger/writer.ts'
+import { createBenchDatabase, type BenchDatabase } from './support.ts'
+
+const DURATION_MS = Number(process.env.AUTHCPU_DURATION_MS ?? 3000)
+const WARMUP_MS = 1000
+const CONCURRENCY = Number(process.env.AUTHCPU_CONCURRENCY ?? 32)
+const ACCOUNTS = Number(process.env.AUTHCPU_ACCOUNTS ?? 16)
+const USE_POSTGRES = process.env.AUTHCPU_POSTGRES === '1'
+const WITH_IDEMPOTENCY = process.env.AUTHCPU_IDEMPOTENCY === '1'
+const SKIP_WRITER = process.env.AUTHCPU_WRITER === 'skip'
+const BASE = 'http://kassa.bench'
+
+let benchDatabase: BenchDatabase | undefined
+let database: DatabaseHandle | undefined
+let databaseUrl: string | undefined
+if (USE_POSTGRES) {
+  benchDatabase = await createBenchDatabase('authcpu')
+  databaseUrl = benchDatabase.url
+} else {
+  database = await openDatabase({ databaseUrl: undefined, embeddedPath: EMBEDDED_IN_MEMORY, poolMax: 1 })
+}
+const kassa = await createApp(configForTests({ rateLimitStore: 'memory', databaseUrl, webhookDelivery: false }), database ? { database } : {})
+const { app } = kassa
+
+const opsHeaders = { authorization: `Bearer ${kassa.runtime.operatorToken}`, 'content-type': 'application/json' }
+const org = (await app.handle(new Request(`${BASE}/ops/v1/orgs`, { method: 'POST', headers: opsHeaders, body: JSON.stringify({ name: 'CPU' }) })).then((response) => response.json())) as {
+  id: string
+  keys: Array<{ type: string; key: string }>
+}
+const key = org.keys.find((entry) => entry.type === 'test')!.key
+const limits = await app.handle(new Request(`${BASE}/ops/v1/orgs/${org.id}/limits`, { method: 'PATCH', headers: opsHeaders, body: JSON.stringify({ rateLimitPerMinute: 10_000_000 }) }))
+if (limits.status !== 200) throw new Error(`raising the rate limit failed: ${limits.status} ${await limits.text()}`)
+const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' }
+const accounts: string[] = []
+for (let index = 0; index < ACCOUNTS; index++) {
+  const account = (await app.handle(new Request(`${BASE}/v1/accounts`, { method: 'POST', headers, body: JSON.stringify({ externalId: `cpu-${index}` }) })).then((response) => response.json())) as { id: string }
+  const funded = await app.handle(new Request(`${BASE}/v1/sandbox/accounts/${account.id}/fund`, { method: 'POST', headers, body: JSON.stringify({ asset: 'USDC', amount: '10000000' }) }))
+  if (funded.status !== 200 && funded.status !== 201) throw new Error(`funding failed: ${funded.status} ${await funded.text()}`)
+  accounts.push(account.id)
+}
+
+if (SKIP_WRITER) {
+  kassa.runtime.ledger.writer.enqueue = (op: LedgerOperation) => {
+    op.committed?.()
+    return Promise.resolve()
+  }
+}
+
+let sequence = 0
+function authorizeRequest(): Request {
+  const accountId = accounts[sequence % accounts.length]!
+  const body = JSON.stringify({ accountId, asset: 'USDC', amount: '1.25', merchant: { name: 'Coffee', mcc: '5814' } })
+  // As over HTTP, where a client sends a fixed body with its Content-Length (a Request built in
+  // process has none unless told).
+  const requestHeaders: Record<string, string> = { ...headers, 'content-length': String(Buffer.byteLength(body)) }
+  if (WITH_IDEMPOTENCY) requestHeaders['idempotency-key'] = `cpu-${sequence}-${Date.now()}`
+  sequence++
+  return new Request(`${BASE}/v1/payments/authorize`, { method: 'POST', headers: requestHeaders, body })
+}
+
+interface Tally {
+  answered: number
+  approved: number
+  other: Map<string, number>
+}
+
+async function drive(durationMs: number): Promise<Tally> {
+  const tally: Tally = { answered: 0, approved: 0, other: new Map() }
+  const until = performance.now() + durationMs
+  const worker = async () => {
+    while (performance.now() < until) {
+      const response = await app.handle(authorizeRequest())
+      const body = (await response.json()) as { state?: string; failureCode?: string; error?: { code: string } }
+      tally.answered++
+      if (response.status === 201 && body.state === 'authorized') tally.approved++
+      else {
+        const kind = `${response.status} ${body.failureCode ?? body.error?.code ?? body.state}`
+        tally.other.set(kind, (tally.other.get(kind) ?? 0) + 1)
+      }
+    }
+  }
+  await Promise.all(Array.from({ length: CONCURRENCY }, worker))
+  return tally
+}
+
+await drive(WARMUP_MS)
+const cpuBefore = process.cpuUsage()
+const wallBefore = performance.now()
+const tally = await drive(DURATION_MS)
+const wallMs = performance.now() - wallBefore
+const cpu = process.cpuUsage(cpuBefore)
+await kassa.runtime.ledger.drain()
+await kassa.close()
+await benchDatabase?.drop()
+
+const cpuMicros = cpu.user + cpu.system
+console.log(
+  JSON.stringify(
+    {
+      database: USE_POSTGRES ? 'postgres' : 'pglite',
+      writer: SKIP_WRITER ? 'skipped (attribution only)' : 'real',
+      idempotencyKey: WITH_IDEMPOTENCY,
+      concurrency: CONCURRENCY,
+      answered: tally.answered,
+      approved: tally.approved,
+      other: Object.fromEntries(tally.other),
+      perSecond: Math.round((tally.answered / wallMs) * 1000),
+      cpuMicrosPerRequest: Math.round((cpuMicros / tally.answered) * 10) / 10,
+      userMicrosPerRequest: Math.round((cpu.user / tally.answered) * 10) / 10,
+      systemMicrosPerRequest: Math.round((cpu.system / tally.answered) * 10) / 10,
+    },
+    null,
+    2,
+  ),
+)
