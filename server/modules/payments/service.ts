@@ -3,6 +3,7 @@ import { SYSTEM_ACCOUNTS, deltasOf, type Posting } from '../../ledger/hot-balanc
 import type { PendingHold } from '../../ledger/ledger.ts'
 import { CommitFailedError, IdempotencyKeyTaken, OperationWithdrawn, type IdempotencyAnswer, type LedgerOperation, type PaymentRow } from '../../ledger/writer.ts'
 import { ApiError, invalid, notFound } from '../../lib/errors.ts'
+import { logFailure } from '../../lib/log.ts'
 import { newId } from '../../lib/ids.ts'
 import { onePage, pageLimit } from '../../lib/pagination.ts'
 import { formatAmount, parseAmount } from '../../lib/money.ts'
@@ -266,7 +267,7 @@ async function authorizeWithin(runtime: Runtime, orgId: string, input: Authorize
     if (outcome.error instanceof OperationWithdrawn) return decline(runtime, { ...row, expiresAt: null, holdId: null }, 'processing_timeout', account.externalId, budget, context)
     // The writer undid the reservation, but a commit whose reply was lost with the connection may
     // have landed all the same: settled like a late write (see `failClosed`).
-    console.error(`payments: authorization ${row.id} could not commit; declined`, outcome.error)
+    logFailure('payments.commit', `payments: authorization ${row.id} could not commit; declined`, outcome.error)
     return { kind: 'answer', body: failClosed(runtime, submitted.hold, submitted.commit, row, account.externalId, context, 'processing_error') }
   }
   // Still waiting for the writer (the database is slow or down): taken back, it will never be
@@ -416,7 +417,7 @@ async function untilDurable(runtime: Runtime, paymentId: string, write: () => Pr
       await write()
       return
     } catch (error) {
-      if (attempt % 20 === 0) console.error(`payments: the fail-closed decline of ${paymentId} is not durable yet; retrying`, error)
+      if (attempt % 20 === 0) logFailure('payments.fail-closed', `payments: the fail-closed decline of ${paymentId} is not durable yet; retrying`, error)
       await Bun.sleep(Math.min(FAIL_CLOSED_RETRY_MAX_MS, 50 * 2 ** Math.min(attempt, 6)))
     }
   }
@@ -435,7 +436,7 @@ async function decline(runtime: Runtime, payment: PaymentRow, failureCode: Failu
   const record = context.idempotency ? inlineRecord(context.idempotency, 201, body, runtime.clock.wallNowMs()) : undefined
   const write = state.declines.record(declined, eventRow(payment.orgId, 'payment.declined', eventData(declined, externalId, { failureCode }, view.amount), payment.createdAt), record)
   write
-    .catch((error: unknown) => console.error(`payments: recording decline ${declined.id} failed`, error))
+    .catch((error: unknown) => logFailure('payments.decline-record', `payments: recording decline ${declined.id} failed`, error))
     .finally(() => state.unsettled.delete(declined.id))
   const outcome = await budget.race(write)
   if (outcome.kind === 'done' && outcome.value === 'key_taken') return replayTakenKey(runtime, payment.orgId, context, budget)
