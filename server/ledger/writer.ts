@@ -173,6 +173,11 @@ function rowsOf<Row>(ops: LedgerOperation[], pick: (op: LedgerOperation) => Row[
   return rows
 }
 
+/** After a failed batch, how long callers with a deadline are told at once that they cannot make it. */
+const FAIL_FAST_MS = 250
+/** A batch answered later than this is treated as stuck (healthy batches here take a few milliseconds, under load tens). */
+const STALLED_BATCH_MS = 150
+
 const DOCUMENT = '(select j from input)'
 /** SQL over `kassa_op`: the row's operation kept its idempotency claim. */
 const NOT_LOST = `${OP_COLUMN} not in (select op from lost)`
@@ -217,6 +222,8 @@ export class GroupCommitWriter {
   private batchMs = 0
   private operationsPerMs = 0
   private lastAnsweredAt = 0
+  /** When the last batch failed, if none has committed since (`performance.now()`), else 0. */
+  private failedAt = 0
 
   constructor(
     private readonly db: Database,
@@ -255,8 +262,24 @@ export class GroupCommitWriter {
    * be withdrawn: under overload the writer keeps approving at its capacity.
    */
   expectedWaitMs(): number {
+    if (!this.healthy()) return Number.POSITIVE_INFINITY
     if (this.operationsPerMs === 0) return 0
     return this.waiting.size / this.operationsPerMs + this.batchMs
+  }
+
+  /**
+   * False while the database is known to be failing or stuck, when nothing could commit in time:
+   * right after a batch failed (the database refused or went away) until FAIL_FAST_MS later or a
+   * batch commits, and while a batch has been in flight far longer than batches take (a stalled
+   * connection, or one being re-established, where the driver retries instead of failing). Callers
+   * with a deadline then answer at once instead of spending their budget; the writer keeps taking
+   * operations, so it finds out by itself when the database is back.
+   */
+  healthy(): boolean {
+    const now = performance.now()
+    if (this.failedAt !== 0 && now - this.failedAt < FAIL_FAST_MS) return false
+    const oldest = this.inFlight[0]
+    return oldest === undefined || now - oldest.sentAt <= STALLED_BATCH_MS
   }
 
   /** Resolves when nothing is queued, in flight or being reconciled. */
@@ -409,6 +432,7 @@ export class GroupCommitWriter {
     const now = performance.now()
     this.recordPace(batch.length - lost.length, now - flight.sentAt, now - Math.max(flight.sentAt, this.lastAnsweredAt))
     this.lastAnsweredAt = now
+    this.failedAt = 0
     this.committedBatches += 1
     this.committedOperations += batch.length - lost.length
     batch.forEach((item, index) => {
@@ -442,6 +466,7 @@ export class GroupCommitWriter {
   private failBatches(flights: Flight[], error: unknown): void {
     const queued = this.queue.splice(0).filter((item) => !item.withdrawn)
     this.waiting.clear()
+    this.failedAt = performance.now()
     const failed = [...flights.flatMap((flight) => [...flight.batch, ...flight.keyTaken]), ...queued]
     logFailure('ledger.batch', `ledger: a batch of ${flights[0]!.batch.length} operation(s) failed; failing ${failed.length} uncommitted operation(s)`, error)
     // Undo in reverse order of reservation, so each undo sees the state its reservation left.

@@ -176,4 +176,26 @@ describe('the pipelined group-commit writer', () => {
     expect(ledger().balance(fx.org.id, account, 'USDC')?.available).toBe(expected)
     await expectVerified(app)
   })
+
+  test('a writer whose batch is stuck or just failed says so (callers with a deadline answer at once), and recovers by itself', async () => {
+    const account = await fx.mint('health')
+    expect(writer().healthy()).toBe(true)
+    const release = holdWriter(writer())
+    const stuck = ledger().submit(credit(account, 1_000_000n))
+    await Bun.sleep(200)
+    // In flight far longer than batches take: nothing queued now could commit in time.
+    expect(writer().healthy()).toBe(false)
+    expect(writer().expectedWaitMs()).toBe(Number.POSITIVE_INFINITY)
+    release()
+    await stuck
+    expect(writer().healthy()).toBe(true)
+    // A failed batch: unhealthy at once, healthy again after the next commit.
+    const taken = eventRow(fx.org.id, 'account.funded', { accountId: account }, new Date())
+    await ledger().submit(credit(account, 1_000_000n, { events: [taken] }))
+    expect((await settled(ledger().submit(credit(account, 1_000_000n, { events: [{ ...taken }] })))).ok).toBe(false)
+    expect(writer().healthy()).toBe(false)
+    await ledger().submit(credit(account, 1_000_000n))
+    expect(writer().healthy()).toBe(true)
+    expect(await fx.balance(account)).toMatchObject({ available: '3.000000' })
+  })
 })

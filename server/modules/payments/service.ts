@@ -23,7 +23,7 @@ export const AUTHORIZATION_BUDGET_MS = 500
  * handler (the request waiting to be read, the answer being written) on a loaded machine, so the
  * caller has the answer within the budget, not just the handler.
  */
-export const AUTHORIZATION_ANSWER_MARGIN_MS = 50
+export const AUTHORIZATION_ANSWER_MARGIN_MS = 100
 /** An uncaptured authorization lapses after this long on the organization's clock. */
 export const AUTHORIZATION_LIFETIME_MS = 24 * 3600 * 1000
 /** Amounts of unsupported assets are still checked for shape; no asset has more decimals than this. */
@@ -438,6 +438,9 @@ async function decline(runtime: Runtime, payment: PaymentRow, failureCode: Failu
   write
     .catch((error: unknown) => logFailure('payments.decline-record', `payments: recording decline ${declined.id} failed`, error))
     .finally(() => state.unsettled.delete(declined.id))
+  // With the database known to be failing or stalled, waiting for the record would only spend the
+  // budget: the decline is answered now and its record finishes (or fails) in the background.
+  if (!runtime.ledger.writer.healthy()) return { kind: 'answer', body }
   const outcome = await budget.race(write)
   if (outcome.kind === 'done' && outcome.value === 'key_taken') return replayTakenKey(runtime, payment.orgId, context, budget)
   return { kind: 'answer', body }
