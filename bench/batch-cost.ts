@@ -1,0 +1,100 @@
+/**
+ * What one ledger batch costs Postgres itself. Figures only: nothing here passes or fails.
+ *
+ * It authorizes one payment on each of BATCH_COST_OPERATIONS accounts at once through the real app
+ * (on a throwaway Postgres database), keeps the largest batch statement the writer built, and replays
+ * it (fresh ids, the order guard moved on each time) one at a time on one connection, reading that
+ * backend's CPU time from /proc. It prints the Postgres CPU per batch and per authorization for the
+ * whole statement, for the statement with one table's rows left out at a time (what each table
+ * costs), and for parsing its JSON document alone.
+ *
+ *   ./node_modules/.bin/bun bench/batch-cost.ts     (BATCH_COST_OPERATIONS, default 50; BATCH_COST_ROUNDS, default 300)
+ *
+ * Needs Postgres on this host (the backend's /proc entry).
+ */
+import { readFileSync } from 'node:fs'
+import postgres from 'postgres'
+import { createApp } from '../server/app.ts'
+import { configForTests } from '../server/config.ts'
+import { createBenchDatabase } from './support.ts'
+
+const OPERATIONS = Number(process.env.BATCH_COST_OPERATIONS ?? 50)
+const ROUNDS = Number(process.env.BATCH_COST_ROUNDS ?? 300)
+
+const database = await createBenchDatabase('batch_cost')
+const kassa = await createApp(configForTests({ databaseUrl: database.url, rateLimitStore: 'memory' }))
+
+// The statements the writer builds, as text and parameters.
+const captured: Array<{ text: string; document: string }> = []
+const writer = kassa.runtime.ledger.writer as unknown as { batchStatement(flight: unknown): unknown }
+const build = writer.batchStatement.bind(writer)
+writer.batchStatement = (flight: unknown) => {
+  const statement = build(flight)
+  const { sql: text, params } = (kassa.runtime.db as unknown as { dialect: { sqlToQuery(query: unknown): { sql: string; params: unknown[] } } }).dialect.sqlToQuery(statement)
+  captured.push({ text, document: String(params[0]) })
+  return statement
+}
+
+async function call(path: string, method: string, token: string, body?: unknown): Promise<any> {
+  const request = new Request(`http://kassa.bench${path}`, { method, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) })
+  return (await kassa.app.handle(request)).json()
+}
+
+const org = await call('/ops/v1/orgs', 'POST', kassa.runtime.operatorToken, { name: 'Batch Cost' })
+const key = org.keys.find((entry: { type: string }) => entry.type === 'test').key as string
+await call(`/ops/v1/orgs/${org.id}/limits`, 'PATCH', kassa.runtime.operatorToken, { rateLimitPerMinute: 10_000_000 })
+const accounts: string[] = []
+for (let index = 0; index < OPERATIONS; index++) {
+  const account = await call('/v1/accounts', 'POST', key, { externalId: `batch-${index}` })
+  await call(`/v1/sandbox/accounts/${account.id}/fund`, 'POST', key, { asset: 'USDC', amount: '1000000' })
+  accounts.push(account.id)
+}
+await kassa.runtime.ledger.drain()
+captured.length = 0
+await Promise.all(accounts.map((account) => call('/v1/payments/authorize', 'POST', key, { accountId: account, asset: 'USDC', amount: '1.00' })))
+const largest = captured.sort((a, b) => b.document.length - a.document.length)[0]!
+const document = JSON.parse(largest.document) as Record<string, unknown>
+const operations = (document.movements as unknown[]).length
+await kassa.close()
+
+const sql = postgres(database.url, { max: 1, onnotice: () => {} })
+// The document goes as jsonb text, as drizzle sends it (postgres.js would otherwise encode it again).
+;(sql as unknown as { options: { serializers: Record<string, (value: unknown) => unknown> } }).options.serializers['3802'] = (value) => value
+const [{ pid }] = (await sql`select pg_backend_pid() as pid`) as unknown as [{ pid: number }]
+const backendCpuMs = () => {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+  return (Number(fields[11]) + Number(fields[12])) * 10
+}
+
+const writerId = `wr_batch_cost_${Date.now()}`
+let seq = 0
+async function replay(rounds: number, base: Record<string, unknown>): Promise<void> {
+  for (let round = 0; round < rounds; round++) {
+    seq += 1
+    const text = JSON.stringify({ ...base, writer: writerId, seq, prev: seq - 1 }).replace(/"((?:mv|hold|pay|evt)_[0-9a-f]{32})"/g, `"$1r${seq}"`)
+    await sql.unsafe(largest.text, [text], { prepare: true })
+  }
+}
+
+async function measure(label: string, run: () => Promise<void>): Promise<void> {
+  const cpuBefore = backendCpuMs()
+  const started = performance.now()
+  await run()
+  const wallMs = performance.now() - started
+  const cpuMs = backendCpuMs() - cpuBefore
+  console.log(`${label.padEnd(34)} wall ${(wallMs / ROUNDS).toFixed(3)} ms/batch | Postgres CPU ${(cpuMs / ROUNDS).toFixed(3)} ms/batch = ${((cpuMs * 1000) / ROUNDS / operations).toFixed(1)} µs per authorization`)
+}
+
+console.log(`batch of ${operations} authorizations, JSON document ${largest.document.length} bytes, ${ROUNDS} rounds each`)
+await replay(20, document)
+await measure('JSON document parsed alone', async () => {
+  for (let round = 0; round < ROUNDS; round++) await sql.unsafe('select length($1::jsonb::text)', [largest.document], { prepare: true })
+})
+await measure('whole batch statement', () => replay(ROUNDS, document))
+for (const part of ['movements', 'postings', 'balances', 'holds', 'payments', 'events']) {
+  await measure(`without ${part}`, () => replay(ROUNDS, { ...document, [part]: [] }))
+}
+await measure('order guard alone (no rows)', () => replay(ROUNDS, Object.fromEntries(Object.entries(document).map(([name, value]) => [name, Array.isArray(value) ? [] : value]))))
+await sql.end()
+await database.drop()
