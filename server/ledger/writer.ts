@@ -177,6 +177,7 @@ function rowsOf<Row>(ops: LedgerOperation[], pick: (op: LedgerOperation) => Row[
 const FAIL_FAST_MS = 250
 /** A batch answered later than this is treated as stuck (healthy batches here take a few milliseconds, under load tens). */
 const STALLED_BATCH_MS = 150
+const STALLED_BATCH_FACTOR = 20
 
 const DOCUMENT = '(select j from input)'
 /** SQL over `kassa_op`: the row's operation kept its idempotency claim. */
@@ -279,7 +280,9 @@ export class GroupCommitWriter {
     const now = performance.now()
     if (this.failedAt !== 0 && now - this.failedAt < FAIL_FAST_MS) return false
     const oldest = this.inFlight[0]
-    return oldest === undefined || now - oldest.sentAt <= STALLED_BATCH_MS
+    // Far longer than batches take here: the floor, or many times the recent batch latency on a
+    // slow machine.
+    return oldest === undefined || now - oldest.sentAt <= Math.max(STALLED_BATCH_MS, STALLED_BATCH_FACTOR * this.batchMs)
   }
 
   /** Resolves when nothing is queued, in flight or being reconciled. */

@@ -3,9 +3,10 @@ import { sql } from 'drizzle-orm'
 import { queryRows } from '../../db/client.ts'
 import { eventRow } from '../../server/ledger/events.ts'
 import { SYSTEM_ACCOUNTS } from '../../server/ledger/hot-balances.ts'
-import { CommitFailedError, IdempotencyKeyTaken, type GroupCommitWriter, type LedgerOperation } from '../../server/ledger/writer.ts'
+import { CommitFailedError, IdempotencyKeyTaken, type LedgerOperation } from '../../server/ledger/writer.ts'
 import { newId } from '../../server/lib/ids.ts'
 import { startTestApp, type TestApp } from '../support/app.ts'
+import { stallWriter } from '../support/writer.ts'
 import { expectVerified, ledgerFixture, type LedgerFixture } from './support.ts'
 
 let app: TestApp
@@ -41,25 +42,6 @@ function credit(accountId: string, amountMinor: bigint, extra: Partial<LedgerOpe
   }
 }
 
-/**
- * Holds the writer's statements until released, so several batches are sent together: the gate
- * opens in order, as Postgres answers one connection's statements.
- */
-function holdWriter(target: GroupCommitWriter): () => void {
-  const internals = target as unknown as { execute: <T>(run: () => Promise<T>) => Promise<T> }
-  const realExecute = internals.execute
-  let open!: () => void
-  const gate = new Promise<void>((resolve) => (open = resolve))
-  internals.execute = async <T>(run: () => Promise<T>): Promise<T> => {
-    await gate
-    return run()
-  }
-  return () => {
-    open()
-    internals.execute = realExecute
-  }
-}
-
 async function committedMovements(references: string[]): Promise<number> {
   const [row] = await queryRows<{ count: string }>(app.kassa.runtime.db, sql`select count(*) as count from ledger_movements where reference in ${references}`)
   return Number(row!.count)
@@ -78,7 +60,7 @@ describe('the pipelined group-commit writer', () => {
   test('a batch is one statement: many operations commit with one round trip each batch, in order', async () => {
     const account = await fx.mint('pipelined')
     const before = writer().committedBatches
-    const release = holdWriter(writer())
+    const release = stallWriter(writer())
     const commits = Array.from({ length: 40 }, () => ledger().submit(credit(account, 1_000_000n)))
     // While held: as many batches as the pipeline allows are sent, the rest wait in one queue.
     expect(writer().inFlightCount()).toBe(writer().pipelineDepth)
@@ -96,7 +78,7 @@ describe('the pipelined group-commit writer', () => {
     // An event already in the log: a batch repeating its id fails on the unique index.
     const taken = eventRow(fx.org.id, 'account.funded', { accountId: account }, new Date())
     await ledger().submit(credit(account, 5_000_000n, { events: [taken] }))
-    const release = holdWriter(writer())
+    const release = stallWriter(writer())
     const failing = credit(account, 1_000_000n, { events: [{ ...taken }] })
     const failingCommit = settled(ledger().submit(failing))
     // Sent behind it while it is in flight (on a pipeline; with PGlite's depth of 1 they queue).
@@ -154,7 +136,7 @@ describe('the pipelined group-commit writer', () => {
       expiresAt: new Date(now + 86_400_000),
     })
     await ledger().submit(credit(account, 1_000_000n, { idempotencyRecord: record('held-key') }))
-    const release = holdWriter(writer())
+    const release = stallWriter(writer())
     const winner = credit(account, 2_000_000n, { idempotencyRecord: record('fresh-key') })
     const loser = credit(account, 4_000_000n, { idempotencyRecord: record('held-key') })
     const twice = credit(account, 8_000_000n, { idempotencyRecord: record('fresh-key') })
@@ -180,7 +162,7 @@ describe('the pipelined group-commit writer', () => {
   test('a writer whose batch is stuck or just failed says so (callers with a deadline answer at once), and recovers by itself', async () => {
     const account = await fx.mint('health')
     expect(writer().healthy()).toBe(true)
-    const release = holdWriter(writer())
+    const release = stallWriter(writer())
     const stuck = ledger().submit(credit(account, 1_000_000n))
     await Bun.sleep(200)
     // In flight far longer than batches take: nothing queued now could commit in time.

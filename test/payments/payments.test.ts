@@ -9,6 +9,7 @@ import { expireDueHolds } from '../../server/modules/holds/service.ts'
 import { Payment } from '../../server/modules/payments/model.ts'
 import { AUTHORIZATION_BUDGET_MS, configurePayments } from '../../server/modules/payments/service.ts'
 import { startTestApp, type TestApp, type TestResponse } from '../support/app.ts'
+import { stallWriter as stallLedgerWriter } from '../support/writer.ts'
 import { expectVerified, ledgerFixture, ledgerState, type LedgerFixture } from '../ledger/support.ts'
 
 let app: TestApp
@@ -254,20 +255,7 @@ const authorizeWithKey = (key: string, amount: string, extra: Record<string, unk
   })
 
 /** Stalls the ledger writer's statements (as a slow database would) until the returned function is called. */
-function stallWriter(): () => void {
-  const writer = app.kassa.runtime.ledger.writer as unknown as { execute: <T>(run: () => Promise<T>) => Promise<T> }
-  const realExecute = writer.execute
-  let openGate!: () => void
-  const gate = new Promise<void>((resolve) => (openGate = resolve))
-  writer.execute = async <T>(run: () => Promise<T>): Promise<T> => {
-    await gate
-    return run()
-  }
-  return () => {
-    openGate()
-    writer.execute = realExecute
-  }
-}
+const stallWriter = () => stallLedgerWriter(app.kassa.runtime.ledger.writer)
 
 describe('idempotency on the hot path (the record commits with the authorization)', () => {
   test('a retry with the same key replays the approval and holds the amount once', async () => {

@@ -98,6 +98,22 @@ async function settledWithin<T>(promise: Promise<T>, ms: number): Promise<T | 'p
   return Promise.race([promise, Bun.sleep(ms).then(() => 'pending' as const)])
 }
 
+/**
+ * Hits answered at once from the lease until it is used up (each admitted, never more than one
+ * instance may hold), then the first hit that has to wait: counted from `alreadyAnswered`.
+ */
+function useUpLease(limiter: PostgresRateLimiter, bucket: string, limit: number, nowMs: number, alreadyAnswered: number): { fromLease: number; answer: Promise<RateDecision> } {
+  let fromLease = alreadyAnswered
+  let answer = limiter.decideOrWait(bucket, limit, nowMs)
+  while (!(answer instanceof Promise)) {
+    expect(answer.allowed).toBe(true)
+    fromLease += 1
+    expect(fromLease).toBeLessThanOrEqual(limit * LEASE_SHARE_MAX)
+    answer = limiter.decideOrWait(bucket, limit, nowMs)
+  }
+  return { fromLease, answer }
+}
+
 describe('leases of the shared counter', () => {
   test('a burst on a large limit is counted in far fewer statements than requests, each with its own Remaining', async () => {
     const limiter = new PostgresRateLimiter(db)
@@ -237,14 +253,7 @@ describe('leases of the shared counter', () => {
 
       // The lease keeps answering at once, from memory, until it is used up; the refill it asked for
       // when it ran below half is stuck behind the held row meanwhile.
-      let fromLease = answered.length
-      let answer = limiter.decideOrWait(bucket, limit, nowMs)
-      while (!(answer instanceof Promise)) {
-        expect(answer.allowed).toBe(true)
-        fromLease += 1
-        expect(fromLease).toBeLessThanOrEqual(limit * LEASE_SHARE_MAX)
-        answer = limiter.decideOrWait(bucket, limit, nowMs)
-      }
+      const { fromLease, answer } = useUpLease(limiter, bucket, limit, nowMs, answered.length)
       expect(fromLease).toBeGreaterThan(20)
       expect(await settledWithin(answer, 200)).toBe('pending')
 
@@ -277,14 +286,7 @@ describe('leases of the shared counter', () => {
       const countBefore = await sharedCount(bucket, windowStartMs)
 
       await proxy.setMode('stalled')
-      let fromLease = 0
-      let answer = limiter.decideOrWait(bucket, limit, nowMs)
-      while (!(answer instanceof Promise)) {
-        expect(answer.allowed).toBe(true)
-        fromLease += 1
-        expect(fromLease).toBeLessThanOrEqual(limit * LEASE_SHARE_MAX)
-        answer = limiter.decideOrWait(bucket, limit, nowMs)
-      }
+      const { fromLease, answer } = useUpLease(limiter, bucket, limit, nowMs, 0)
       expect(fromLease).toBeGreaterThan(0)
       expect(await settledWithin(answer, 200)).toBe('pending')
       // Nothing reached the database meanwhile (read past the proxy).
