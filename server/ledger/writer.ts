@@ -7,8 +7,8 @@ import { chainArrivals, deposits, events, holds, idempotencyRecords, ledgerBalan
 import { assert } from '../lib/assert.ts'
 import { ApiError } from '../lib/errors.ts'
 import { logFailure } from '../lib/log.ts'
-import { recordId } from '../platform/idempotency.ts'
-import { balanceKey, deltasOf, type BalanceDelta, type HotBalance, type HotBalances, type Posting } from './hot-balances.ts'
+import { RECORD_CLAIM_TAIL, recordId } from '../platform/idempotency.ts'
+import { balanceKey, type BalanceDelta, type HotBalance, type HotBalances, type Posting } from './hot-balances.ts'
 
 export type HoldRow = typeof holds.$inferInsert
 export type TransferRow = typeof transfers.$inferInsert
@@ -612,7 +612,7 @@ export class GroupCommitWriter {
         idempotencyRecords,
         claims.map((entry) => entry.row),
         { document: DOCUMENT, key: 'claims' },
-        { tail: `${CLAIM_TAIL} returning org_id, key` },
+        { tail: `${RECORD_CLAIM_TAIL} returning org_id, key` },
       )
       // The claim's key again, under names the `lost` part reads (the insert reads positional fields).
       document.claims = part.rows.map((row, index) => ({ ...row, org_id: claims[index]!.row.orgId, key: claims[index]!.row.key, [OP_COLUMN]: claims[index]!.op }))
@@ -692,7 +692,7 @@ union all select 'refused', kassa_refuse('ledger writer: batch ' || (select j ->
     })
     if (perOperation) return batch.flatMap((item, index) => [...item.deltas.values()].map((delta) => toRow(delta, index)))
     const combined = new Map<string, BalanceDelta>()
-    for (const item of batch) deltasOf(item.op.orgId, item.op.postings, 1n, combined)
+    for (const item of batch) addDeltas(combined, item.deltas)
     return [...combined.values()].map((delta) => toRow(delta))
   }
 
@@ -703,8 +703,8 @@ union all select 'refused', kassa_refuse('ledger writer: batch ' || (select j ->
    */
   private checkCommitPoint(written: HotBalance[]): void {
     const pending = new Map<string, BalanceDelta>()
-    for (const flight of this.inFlight) if (!flight.abandoned) for (const item of flight.batch) deltasOf(item.op.orgId, item.op.postings, 1n, pending)
-    for (const item of this.queue) if (!item.withdrawn) deltasOf(item.op.orgId, item.op.postings, 1n, pending)
+    for (const flight of this.inFlight) if (!flight.abandoned) for (const item of flight.batch) addDeltas(pending, item.deltas)
+    for (const item of this.queue) if (!item.withdrawn) addDeltas(pending, item.deltas)
     for (const row of written) {
       assert(row.total === row.available + row.held + row.inFlight, `balance ${row.accountId} ${row.asset} breaks total = available + held + inFlight`)
       const key = balanceKey(row.orgId, row.accountId, row.asset)
@@ -737,7 +737,7 @@ union all select 'refused', kassa_refuse('ledger writer: batch ' || (select j ->
     const accountIds = [...new Set([...touched.values()].map((delta) => delta.accountId))]
     const rows: HotBalance[] = await this.db.select().from(ledgerBalances).where(inArray(ledgerBalances.accountId, accountIds))
     const pending = new Map<string, BalanceDelta>()
-    for (const item of this.queue) if (!item.withdrawn) deltasOf(item.op.orgId, item.op.postings, 1n, pending)
+    for (const item of this.queue) if (!item.withdrawn) addDeltas(pending, item.deltas)
     for (const [key, delta] of touched) {
       const stored = rows.find((row) => balanceKey(row.orgId, row.accountId, row.asset) === key)
       const database: HotBalance = stored ?? { ...delta, available: 0n, held: 0n, inFlight: 0n, total: 0n }
@@ -746,6 +746,19 @@ union all select 'refused', kassa_refuse('ledger writer: batch ' || (select j ->
       if (memory && memory.available === expected.available && memory.held === expected.held && memory.inFlight === expected.inFlight) continue
       console.error(`ledger: memory of ${delta.accountId} ${delta.asset} differed from the database; taking the database's values`)
       this.balances.load(expected)
+    }
+  }
+}
+
+/** Adds an operation's deltas (as reserved, one per balance) into a running sum per balance. */
+function addDeltas(into: Map<string, BalanceDelta>, deltas: Map<string, BalanceDelta>): void {
+  for (const [key, delta] of deltas) {
+    const sum = into.get(key)
+    if (sum === undefined) into.set(key, { ...delta })
+    else {
+      sum.available += delta.available
+      sum.held += delta.held
+      sum.inFlight += delta.inFlight
     }
   }
 }
@@ -795,8 +808,6 @@ const PAYMENT_TAIL = upsertTail('id', ['state', 'failure_code', 'captured_amount
 const ARRIVAL_TAIL = upsertTail('id', ['state', 'disposition', 'account_id', 'deposit_id', 'finalized_at', 'resolved_at', 'resolution_note'])
 const DEPOSIT_TAIL = upsertTail('id', ['state', 'received_amount', 'amount_match', 'arrival_id', 'tx_hash', 'arrived_at', 'completed_at'])
 
-/** An idempotency claim replaces an expired record with the same key, never a live one. */
-const CLAIM_TAIL = `${upsertTail('org_id, key', ['method', 'path', 'request_hash', 'request_body', 'state', 'response_status', 'response_body', 'created_at', 'locked_until', 'expires_at'])} where idempotency_records.expires_at <= excluded.created_at`
 
 /** The batch's deltas, one row per balance (no operation can be left out). */
 const BALANCE_DELTAS = `d as (

@@ -116,13 +116,16 @@ export interface InlineIdempotency {
  * one is left alone. Answers the keys that were written (`<orgId>\n<key>`). One statement cannot
  * touch a row twice, so the rows must have distinct keys.
  */
+/** Claiming a key replaces an expired record with the same key, never a live one. */
+export const RECORD_CLAIM_TAIL = `${upsertTail('org_id, key', ['method', 'path', 'request_hash', 'request_body', 'state', 'response_status', 'response_body', 'created_at', 'locked_until', 'expires_at'])} where idempotency_records.expires_at <= excluded.created_at`
+
 export async function insertRecords(executor: Executor, rows: IdempotencyRow[]): Promise<Set<string>> {
   const written = await queryPrepared<{ org_id: string; key: string }>(
     executor,
     bulkInsert(
       idempotencyRecords,
       rows,
-      `${upsertTail('org_id, key', ['method', 'path', 'request_hash', 'request_body', 'state', 'response_status', 'response_body', 'created_at', 'locked_until', 'expires_at'])} where idempotency_records.expires_at <= excluded.created_at returning org_id, key`,
+      `${RECORD_CLAIM_TAIL} returning org_id, key`,
     ),
   )
   return new Set(written.map((row) => recordId(row.org_id, row.key)))
