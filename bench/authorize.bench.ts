@@ -119,6 +119,8 @@ interface LoadFigures {
   overBudget: number
   transactionsPerSecond: number
   operationsPerTransaction: number
+  /** Open loop: the largest event-loop lag the server reported during the run. */
+  serverLagMaxMs?: number
 }
 
 interface Target {
@@ -173,7 +175,7 @@ class Recorder {
   }
 }
 
-async function writerStats(base: string): Promise<{ committedOperations: number; committedBatches: number }> {
+async function writerStats(base: string): Promise<{ committedOperations: number; committedBatches: number; eventLoopLagMs: number }> {
   return (await call(base, 'GET', '/ops/v1/ledger/stats', OPERATOR_TOKEN)).body
 }
 
@@ -264,17 +266,32 @@ async function openLoop(base: string, targets: Target[], rate: number, groupComm
   const before = await writerStats(base)
   recorder.recording = true
   const drivenFrom = performance.now()
+  // The server's own event-loop lag meanwhile: time its requests waited in the server before any
+  // of their code ran (a late answer with a small lag waited in the load generator or the kernel).
+  let sampling = true
+  let serverLagMaxMs = 0
+  const sampler = (async () => {
+    while (sampling) {
+      serverLagMaxMs = Math.max(serverLagMaxMs, (await writerStats(base)).eventLoopLagMs)
+      await Bun.sleep(100)
+    }
+  })()
   await drive(DURATION_MS)
+  sampling = false
+  await sampler
   await Promise.all(outstanding)
   recorder.recording = false
   const after = await writerStats(base)
   // Until the last answer: a server that falls behind is credited only with what it answered.
   const elapsed = Math.max(DURATION_MS, recorder.lastAnsweredAt - drivenFrom)
-  return summarize(`open loop, ${rate}/s offered`, groupCommit, recorder, elapsed, {
-    offered: rate,
-    batches: after.committedBatches - before.committedBatches,
-    operations: after.committedOperations - before.committedOperations,
-  })
+  return {
+    ...summarize(`open loop, ${rate}/s offered`, groupCommit, recorder, elapsed, {
+      offered: rate,
+      batches: after.committedBatches - before.committedBatches,
+      operations: after.committedOperations - before.committedOperations,
+    }),
+    serverLagMaxMs: round2(serverLagMaxMs),
+  }
 }
 
 /**
@@ -317,7 +334,7 @@ async function httpRuns(groupCommit: boolean): Promise<LoadFigures[]> {
     const figures: LoadFigures[] = []
     const print = (result: LoadFigures) => {
       console.log(
-        `${groupCommit ? 'group commit on ' : 'group commit off'} | ${result.mode.padEnd(32)} | ${String(result.throughputPerSecond).padStart(6)}/s approved | p50 ${result.p50Ms} ms | p99 ${result.p99Ms} ms | max ${result.maxMs} ms | >${BUDGET_MS} ms: ${result.overBudget} | declined ${result.declined} | errors ${result.errors} | ${result.operationsPerTransaction} ops/tx${result.errors > 0 ? ` | ${JSON.stringify(result.errorKinds)}` : ''}`,
+        `${groupCommit ? 'group commit on ' : 'group commit off'} | ${result.mode.padEnd(32)} | ${String(result.throughputPerSecond).padStart(6)}/s approved | p50 ${result.p50Ms} ms | p99 ${result.p99Ms} ms | max ${result.maxMs} ms | >${BUDGET_MS} ms: ${result.overBudget} | declined ${result.declined} | errors ${result.errors} | ${result.operationsPerTransaction} ops/tx${result.serverLagMaxMs === undefined ? '' : ` | server loop lag max ${result.serverLagMaxMs} ms`}${result.errors > 0 ? ` | ${JSON.stringify(result.errorKinds)}` : ''}`,
       )
       figures.push(result)
     }

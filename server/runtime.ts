@@ -12,6 +12,7 @@ import { Clock } from './modules/clock/clock.ts'
 import { KeyCache } from './modules/orgs/key-cache.ts'
 import { BlocklistRule, Screening, type ScreeningRule } from './modules/screening/screening.ts'
 import { loadKeyCache, refreshCachedKey, refreshCachedOrg } from './modules/orgs/repo.ts'
+import { LoopLag } from './platform/loop-lag.ts'
 import { createRateLimiter, type RateLimiter } from './platform/rate-limit-store.ts'
 
 /** What instances tell each other after a change that lives in a cache. */
@@ -23,6 +24,8 @@ export const CHANGE_CHANNEL = 'kassa_changes'
 export interface Runtime {
   config: Config
   database: DatabaseHandle
+  /** How late the event loop runs (see `LoopLag`); authorizations shed load on it. */
+  loopLag: LoopLag
   db: Database
   clock: Clock
   keys: KeyCache
@@ -62,6 +65,8 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
   await clock.load()
   const keys = new KeyCache(config.serviceEnv)
   await loadKeyCache(db, keys)
+  const loopLag = new LoopLag()
+  loopLag.start()
   const ledger = await openLedger(db, {
     groupCommit: config.groupCommit,
     writerDb: database.writer,
@@ -76,6 +81,7 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
     clock,
     keys,
     rateLimiter: createRateLimiter(config.rateLimitStore, db),
+    loopLag,
     operatorToken: resolveOperatorToken(config),
     ledger,
     addresses,
@@ -83,7 +89,7 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
     chain: config.serviceEnv === 'sandbox' ? new SandboxChain(db, clock, addresses) : new UnconfiguredChain(addresses),
     screening: new Screening([new BlocklistRule(config.screeningBlocklist), ...(options.screeningRules ?? [])]),
     // Operations already reserved in memory are written before the database closes.
-    stoppers: [() => ledger.drain()],
+    stoppers: [() => ledger.drain(), () => loopLag.stop()],
   }
   await database.listen(CHANGE_CHANNEL, (payload) => {
     void applyChangeNotice(runtime, payload)

@@ -39,6 +39,7 @@ export function ledgerOpsRoutes(runtime: Runtime) {
         committedOperations: runtime.ledger.writer.committedOperations,
         committedBatches: runtime.ledger.writer.committedBatches,
         queued: runtime.ledger.writer.pendingCount(),
+        eventLoopLagMs: Math.round(runtime.loopLag.currentMs() * 100) / 100,
       }),
       {
         response: t.Object({
@@ -46,6 +47,7 @@ export function ledgerOpsRoutes(runtime: Runtime) {
           committedOperations: t.Integer({ description: 'Ledger operations committed by this instance since it started' }),
           committedBatches: t.Integer({ description: 'Database transactions that committed them' }),
           queued: t.Integer({ description: 'Operations waiting for the writer right now' }),
+          eventLoopLagMs: t.Number({ description: 'How late the event loop ran lately (the largest lag of the last 200 to 400 ms)' }),
         }),
         detail: doc('Group-commit writer counters of this instance', 'Operations per transaction is committedOperations / committedBatches; benchmarks read it.'),
       },
