@@ -443,7 +443,7 @@ export class GroupCommitWriter {
       item.op.committed?.()
       item.resolve()
     })
-    for (const item of [...lost, ...flight.keyTaken]) item.reject(new IdempotencyKeyTaken(item.op.idempotencyRecord!.orgId, item.op.idempotencyRecord!.key))
+    this.rejectKeyTaken([...lost, ...flight.keyTaken])
   }
 
   private recordPace(operations: number, latencyMs: number, serviceMs: number): void {
@@ -540,11 +540,18 @@ export class GroupCommitWriter {
    * where it came from, so the decisions of the operations behind it stay valid.
    */
   private refuseGuarded(flight: Flight, refused: Map<Queued, ApiError>): void {
-    const retried = [...flight.batch, ...flight.keyTaken].filter((item) => !refused.has(item))
+    const retried = flight.batch.filter((item) => !refused.has(item))
     for (const item of [...flight.batch].reverse()) if (refused.has(item)) this.undo(item)
     this.queue.unshift(...retried)
     for (const item of retried) this.waiting.set(item.op, item)
     for (const [item, error] of refused) item.reject(error)
+    // A second claim of a key within the batch was undone when the batch was built: it loses to the
+    // first claim, which is retried, and is not queued again.
+    this.rejectKeyTaken(flight.keyTaken)
+  }
+
+  private rejectKeyTaken(items: Queued[]): void {
+    for (const item of items) item.reject(new IdempotencyKeyTaken(item.op.idempotencyRecord!.orgId, item.op.idempotencyRecord!.key))
   }
 
   /**

@@ -4,6 +4,7 @@ import { queryRows } from '../../db/client.ts'
 import { eventRow } from '../../server/ledger/events.ts'
 import { SYSTEM_ACCOUNTS } from '../../server/ledger/hot-balances.ts'
 import { CommitFailedError, IdempotencyKeyTaken, type LedgerOperation } from '../../server/ledger/writer.ts'
+import { ApiError } from '../../server/lib/errors.ts'
 import { newId } from '../../server/lib/ids.ts'
 import { startTestApp, type TestApp } from '../support/app.ts'
 import { stallWriter } from '../support/writer.ts'
@@ -179,5 +180,41 @@ describe('the pipelined group-commit writer', () => {
     await ledger().submit(credit(account, 1_000_000n))
     expect(writer().healthy()).toBe(true)
     expect(await fx.balance(account)).toMatchObject({ available: '3.000000' })
+  })
+
+  test('a batch retried after a refused guarded write refuses, not retries, an operation whose key an earlier one of the batch claimed', async () => {
+    const account = await fx.mint('guarded-retry')
+    const now = Date.now()
+    const record = (key: string) => ({
+      orgId: fx.org.id,
+      key,
+      method: 'POST',
+      path: '/v1/test',
+      requestHash: 'h',
+      requestBody: null,
+      state: 'completed' as const,
+      responseStatus: 201,
+      responseBody: '{}',
+      createdAt: new Date(now),
+      lockedUntil: new Date(now),
+      expiresAt: new Date(now + 86_400_000),
+    })
+    const refusal = new ApiError('quote_consumed', 'refused by its guard')
+    // Something in flight, so the three below queue and go as one guarded batch.
+    const release = stallWriter(writer())
+    const filler = ledger().submit(credit(account, 1n))
+    const guarded = credit(account, 1_000_000n, { guardedWrites: [{ write: async () => false, refusal: () => refusal }] })
+    const first = credit(account, 2_000_000n, { idempotencyRecord: record('retry-key') })
+    const second = credit(account, 4_000_000n, { idempotencyRecord: record('retry-key') })
+    const outcomes = [guarded, first, second].map((op) => settled(ledger().submit(op)))
+    release()
+    await filler
+    const [refused, won, lost] = await Promise.all(outcomes)
+    expect((refused as { error: unknown }).error).toBe(refusal)
+    expect(won!.ok).toBe(true)
+    expect((lost as { error: unknown }).error).toBeInstanceOf(IdempotencyKeyTaken)
+    expect(await committedMovements([guarded.reference, second.reference])).toBe(0)
+    expect(ledger().balance(fx.org.id, account, 'USDC')?.available).toBe(2_000_001n)
+    await expectVerified(app)
   })
 })
