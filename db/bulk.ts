@@ -56,8 +56,10 @@ export function bulkInsert<Table extends PgTable>(table: Table, rows: ReadonlyAr
 interface RowShape {
   present: ColumnShape[]
   defaulted: ColumnShape[]
-  /** Statement texts built for this shape, by tail, filter and source: built once, reused per batch. */
-  texts: Map<string, { head: string; record: string; rest: string }>
+  /** Insert texts built for this shape, by tail and filter: built once, reused per batch. */
+  inserts: Map<string, InsertText>
+  /** Whole `insertFromDocument` texts for this shape, by source, tail and filter. */
+  documentInserts: Map<string, string>
 }
 
 const rowShapes = new WeakMap<PgTable, Map<string, RowShape>>()
@@ -73,10 +75,12 @@ function shapeOf(table: PgTable, first: Record<string, unknown>): RowShape {
   for (const column of columns) if (column.hasDefault) mask += first[column.key] === undefined ? '0' : '1'
   let shape = byMask.get(mask)
   if (shape === undefined) {
+    assert(columns.length <= FIELDS.length, `${getTableName(table)} has more columns than positional fields`)
     shape = {
       present: columns.filter((column) => !column.hasDefault || first[column.key] !== undefined),
       defaulted: columns.filter((column) => column.hasDefault),
-      texts: new Map(),
+      inserts: new Map(),
+      documentInserts: new Map(),
     }
     byMask.set(mask, shape)
   }
@@ -114,17 +118,24 @@ const fieldOf = (index: number) => `c${index}`
 const FIELDS = Array.from({ length: 128 }, (_, index) => fieldOf(index))
 
 /** The statement text for a shape, built once per tail and filter. */
-function textOf(table: PgTable, shape: RowShape, tail: string, opFilter: string): { head: string; record: string; rest: string } {
-  const key = `insert\n${tail}\n${opFilter}`
-  let text = shape.texts.get(key)
+function textOf(table: PgTable, shape: RowShape, tail: string, opFilter: string): InsertText {
+  const key = `${tail}\n${opFilter}`
+  let text = shape.inserts.get(key)
   if (text === undefined) {
     text = insertText(table, shape.present, tail, opFilter)
-    shape.texts.set(key, text)
+    shape.inserts.set(key, text)
   }
   return text
 }
 
-function insertText(table: PgTable, present: ColumnShape[], tail: string, opFilter: string): { head: string; record: string; rest: string } {
+/** An insert's text around its JSON source: `head(source) as (record)rest`. */
+interface InsertText {
+  head: string
+  record: string
+  rest: string
+}
+
+function insertText(table: PgTable, present: ColumnShape[], tail: string, opFilter: string): InsertText {
   const names = present.map((column) => quoted(column.name)).join(', ')
   const fields = present.map((_, index) => fieldOf(index)).join(', ')
   const record = present.map((column, index) => `${fieldOf(index)} ${column.type}`).join(', ') + (opFilter === '' ? '' : `, ${OP_COLUMN} integer`)
@@ -154,12 +165,12 @@ export function insertFromDocument<Table extends PgTable>(
 ): { text: string; rows: Record<string, unknown>[] } {
   const { shape, payload } = rowsAsJson(table, rows, options.ops)
   const opFilter = options.ops === undefined ? '' : (options.opFilter ?? 'true')
-  const cacheKey = `document\n${source.document}\n${source.key}\n${options.tail ?? ''}\n${opFilter}`
-  let text = shape.texts.get(cacheKey)?.head
+  const cacheKey = `${source.document}\n${source.key}\n${options.tail ?? ''}\n${opFilter}`
+  let text = shape.documentInserts.get(cacheKey)
   if (text === undefined) {
     const { head, record, rest } = textOf(table, shape, options.tail ?? '', opFilter)
     text = `${head}((select ${source.document} -> '${source.key}')) as (${record})${rest}`
-    shape.texts.set(cacheKey, { head: text, record: '', rest: '' })
+    shape.documentInserts.set(cacheKey, text)
   }
   return { text, rows: payload }
 }

@@ -712,16 +712,13 @@ union all select 'refused', kassa_refuse('ledger writer: batch ' || (select j ->
     const pending = new Map<string, BalanceDelta>()
     for (const flight of this.inFlight) if (!flight.abandoned) for (const item of flight.batch) addDeltas(pending, item.deltas)
     for (const item of this.queue) if (!item.withdrawn) addDeltas(pending, item.deltas)
+    // total = available + held + in_flight of each row is a check constraint: Postgres refused the
+    // batch before commit if it did not hold.
     for (const row of written) {
-      assert(row.total === row.available + row.held + row.inFlight, `balance ${row.accountId} ${row.asset} breaks total = available + held + inFlight`)
       const key = balanceKey(row.orgId, row.accountId, row.asset)
-      const memory = this.balances.getByKey(key)
-      const queued = pending.get(key)
-      const expected = withDelta(row, queued)
-      if (memory !== undefined && memory.available === expected.available && memory.held === expected.held && memory.inFlight === expected.inFlight) continue
+      if (this.takeDatabaseValues(key, row, pending)) continue
       this.invariantBreaches += 1
-      console.error(`ledger: INVARIANT BREACH: memory of ${row.accountId} ${row.asset} differs from the database after a commit; taking the database's values`)
-      this.balances.load(expected)
+      console.error(`ledger: INVARIANT BREACH: memory of ${row.accountId} ${row.asset} differed from the database after a commit; took the database's values`)
     }
   }
 
@@ -748,12 +745,20 @@ union all select 'refused', kassa_refuse('ledger writer: batch ' || (select j ->
     for (const [key, delta] of touched) {
       const stored = rows.find((row) => balanceKey(row.orgId, row.accountId, row.asset) === key)
       const database: HotBalance = stored ?? { ...delta, available: 0n, held: 0n, inFlight: 0n, total: 0n }
-      const expected = withDelta(database, pending.get(key))
-      const memory = this.balances.getByKey(key)
-      if (memory && memory.available === expected.available && memory.held === expected.held && memory.inFlight === expected.inFlight) continue
-      console.error(`ledger: memory of ${delta.accountId} ${delta.asset} differed from the database; taking the database's values`)
-      this.balances.load(expected)
+      if (!this.takeDatabaseValues(key, database, pending)) console.error(`ledger: memory of ${delta.accountId} ${delta.asset} differed from the database; took the database's values`)
     }
+  }
+
+  /**
+   * Memory must equal the database's row plus what is still on its way (`pending`). Answers whether
+   * it did; if not, memory takes those values.
+   */
+  private takeDatabaseValues(key: string, database: HotBalance, pending: Map<string, BalanceDelta>): boolean {
+    const expected = withDelta(database, pending.get(key))
+    const memory = this.balances.getByKey(key)
+    if (memory !== undefined && memory.available === expected.available && memory.held === expected.held && memory.inFlight === expected.inFlight) return true
+    this.balances.load(expected)
+    return false
   }
 }
 
