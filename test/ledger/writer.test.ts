@@ -43,6 +43,25 @@ function credit(accountId: string, amountMinor: bigint, extra: Partial<LedgerOpe
   }
 }
 
+/** A completed idempotency record of this organization for `key`, live for a day. */
+function record(key: string) {
+  const now = Date.now()
+  return {
+    orgId: fx.org.id,
+    key,
+    method: 'POST',
+    path: '/v1/test',
+    requestHash: 'h',
+    requestBody: null,
+    state: 'completed' as const,
+    responseStatus: 201,
+    responseBody: '{}',
+    createdAt: new Date(now),
+    lockedUntil: new Date(now),
+    expiresAt: new Date(now + 86_400_000),
+  }
+}
+
 async function committedMovements(references: string[]): Promise<number> {
   const [row] = await queryRows<{ count: string }>(app.kassa.runtime.db, sql`select count(*) as count from ledger_movements where reference in ${references}`)
   return Number(row!.count)
@@ -121,21 +140,6 @@ describe('the pipelined group-commit writer', () => {
 
   test('an operation whose idempotency key is already held is left out of its batch in the same statement; the rest commits', async () => {
     const account = await fx.mint('claims')
-    const now = Date.now()
-    const record = (key: string) => ({
-      orgId: fx.org.id,
-      key,
-      method: 'POST',
-      path: '/v1/test',
-      requestHash: 'h',
-      requestBody: null,
-      state: 'completed' as const,
-      responseStatus: 201,
-      responseBody: '{}',
-      createdAt: new Date(now),
-      lockedUntil: new Date(now),
-      expiresAt: new Date(now + 86_400_000),
-    })
     await ledger().submit(credit(account, 1_000_000n, { idempotencyRecord: record('held-key') }))
     const release = stallWriter(writer())
     const winner = credit(account, 2_000_000n, { idempotencyRecord: record('fresh-key') })
@@ -184,21 +188,6 @@ describe('the pipelined group-commit writer', () => {
 
   test('a batch retried after a refused guarded write refuses, not retries, an operation whose key an earlier one of the batch claimed', async () => {
     const account = await fx.mint('guarded-retry')
-    const now = Date.now()
-    const record = (key: string) => ({
-      orgId: fx.org.id,
-      key,
-      method: 'POST',
-      path: '/v1/test',
-      requestHash: 'h',
-      requestBody: null,
-      state: 'completed' as const,
-      responseStatus: 201,
-      responseBody: '{}',
-      createdAt: new Date(now),
-      lockedUntil: new Date(now),
-      expiresAt: new Date(now + 86_400_000),
-    })
     const refusal = new ApiError('quote_consumed', 'refused by its guard')
     // Something in flight, so the three below queue and go as one guarded batch.
     const release = stallWriter(writer())
