@@ -15,7 +15,7 @@
  * Settings: BENCH_DURATION_MS (per run, default 8000), BENCH_CONNECTIONS (closed loop, default 128),
  * BENCH_RATES (open-loop offered rates, default "1000,5000,10000"), BENCH_ORGS (default 8),
  * BENCH_ACCOUNTS (per org, default 32), BENCH_SKIP_OFF=1 to skip the one-transaction-per-request run,
- * BENCH_SKIP_OUTAGE=1 to skip the database-cut-off run, BENCH_SKIP_WEBHOOKS=1 to skip the webhook-load
+ * BENCH_SKIP_CLOSED=1 to skip the closed-loop run, BENCH_SKIP_OUTAGE=1 to skip the database-cut-off run, BENCH_SKIP_WEBHOOKS=1 to skip the webhook-load
  * comparison (BENCH_WEBHOOK_RATE, default 1000/s).
  */
 import { createHmac } from 'node:crypto'
@@ -29,8 +29,9 @@ import { AuthorizePaymentBody } from '../server/modules/payments/model.ts'
 import { EMBEDDED_IN_MEMORY, openDatabase } from '../db/client.ts'
 import { TcpProxy } from '../test/support/tcp-proxy.ts'
 import { createWebhookLoad } from './webhook-receivers.ts'
+import { KeepAliveClient, type HttpAnswer } from './http-client.ts'
 import postgres from 'postgres'
-import { OPERATOR_TOKEN, benchSocketFolder, benchTransport, call, createBenchDatabase, createFundedOrg, percentile, round2, startServer, writeResults, type BenchOrg } from './support.ts'
+import { OPERATOR_TOKEN, type CpuSnapshot, benchSocketFolder, cpuPerOperation, cpuSnapshot, benchTransport, call, createBenchDatabase, createFundedOrg, percentile, round2, startServer, writeResults, type BenchOrg, type ServerProcess } from './support.ts'
 
 const DURATION_MS = Number(process.env.BENCH_DURATION_MS ?? 8000)
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 128)
@@ -121,6 +122,8 @@ interface LoadFigures {
   operationsPerTransaction: number
   /** Open loop: the largest event-loop lag the server reported during the run. */
   serverLagMaxMs?: number
+  /** CPU per answered request (µs) of the load generator, the server and Postgres, and how busy the machine was. */
+  cpu: { generatorUs: number; serverUs: number; postgresUs: number; machineBusyPercent: number }
 }
 
 interface Target {
@@ -132,12 +135,26 @@ function targetsOf(orgs: BenchOrg[]): Target[] {
   return orgs.flatMap((org) => org.accounts.map((account) => ({ org, account })))
 }
 
-function authorize(base: string, target: Target): Promise<Response> {
-  return fetch(`${base}/v1/payments/authorize`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${target.org.key}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ accountId: target.account, asset: 'USDC', amount: '1.00' }),
-  })
+/** `keep-alive` (the default: bench/http-client.ts) or `fetch`. */
+const CLIENT = process.env.BENCH_CLIENT === 'fetch' ? 'fetch' : 'keep-alive'
+const clients = new Map<string, KeepAliveClient>()
+
+function authorize(base: string, target: Target): Promise<HttpAnswer> {
+  const headers = { authorization: `Bearer ${target.org.key}`, 'content-type': 'application/json' }
+  const body = JSON.stringify({ accountId: target.account, asset: 'USDC', amount: '1.00' })
+  if (CLIENT === 'fetch') {
+    return fetch(`${base}/v1/payments/authorize`, { method: 'POST', headers, body }).then(async (response) => ({ status: response.status, body: await response.text() }))
+  }
+  let client = clients.get(base)
+  if (client === undefined) clients.set(base, (client = new KeepAliveClient(base)))
+  return client.request('POST', '/v1/payments/authorize', headers, body)
+}
+
+/** Stops the server, closing the load generator's connections to it first. */
+async function stopServer(server: ServerProcess): Promise<void> {
+  clients.get(server.base)?.close()
+  clients.delete(server.base)
+  await server.stop()
 }
 
 class Recorder {
@@ -151,12 +168,12 @@ class Recorder {
   /** When the last recorded answer arrived (`performance.now()`). */
   lastAnsweredAt = 0
 
-  async record(started: number, response: Promise<Response>): Promise<void> {
+  async record(started: number, response: Promise<HttpAnswer>): Promise<void> {
     let state: string | undefined
     let kind = ''
     try {
       const answer = await response
-      const body = (await answer.json()) as { state?: string; error?: { code: string } }
+      const body = JSON.parse(answer.body) as { state?: string; error?: { code: string } }
       state = answer.status === 201 ? body.state : undefined
       kind = `${answer.status} ${body.error?.code ?? ''}`
     } catch (error) {
@@ -179,7 +196,7 @@ async function writerStats(base: string): Promise<{ committedOperations: number;
   return (await call(base, 'GET', '/ops/v1/ledger/stats', OPERATOR_TOKEN)).body
 }
 
-function summarize(mode: string, groupCommit: boolean, recorder: Recorder, elapsedMs: number, extra: { offered?: number; connections?: number; batches: number; operations: number }): LoadFigures {
+function summarize(mode: string, groupCommit: boolean, recorder: Recorder, elapsedMs: number, extra: { offered?: number; connections?: number; batches: number; operations: number; cpuBefore: CpuSnapshot; cpuAfter: CpuSnapshot }): LoadFigures {
   const sorted = recorder.latencies.sort((a, b) => a - b)
   return {
     mode,
@@ -199,11 +216,12 @@ function summarize(mode: string, groupCommit: boolean, recorder: Recorder, elaps
     overBudget: sorted.filter((latency) => latency > BUDGET_MS).length,
     transactionsPerSecond: Math.round((extra.batches / elapsedMs) * 1000),
     operationsPerTransaction: extra.batches === 0 ? 0 : round2(extra.operations / extra.batches),
+    cpu: cpuPerOperation(extra.cpuBefore, extra.cpuAfter, sorted.length),
   }
 }
 
 /** As many keep-alive connections as configured, each sending its next request when the last is answered. */
-async function closedLoop(base: string, targets: Target[], groupCommit: boolean): Promise<LoadFigures> {
+async function closedLoop(base: string, serverPid: number, targets: Target[], groupCommit: boolean): Promise<LoadFigures> {
   const recorder = new Recorder()
   let stop = false
   const connection = async (index: number) => {
@@ -218,10 +236,12 @@ async function closedLoop(base: string, targets: Target[], groupCommit: boolean)
   const running = Array.from({ length: CONNECTIONS }, (_, index) => connection(index))
   await Bun.sleep(WARMUP_MS)
   const before = await writerStats(base)
+  const cpuBefore = cpuSnapshot(serverPid)
   recorder.recording = true
   const startedAt = performance.now()
   await Bun.sleep(DURATION_MS)
   recorder.recording = false
+  const cpuAfter = cpuSnapshot(serverPid)
   const elapsed = performance.now() - startedAt
   const after = await writerStats(base)
   stop = true
@@ -230,40 +250,54 @@ async function closedLoop(base: string, targets: Target[], groupCommit: boolean)
     connections: CONNECTIONS,
     batches: after.committedBatches - before.committedBatches,
     operations: after.committedOperations - before.committedOperations,
+    cpuBefore,
+    cpuAfter,
   })
+}
+
+/** How far ahead of its due time a request may go out: the pacing loop wakes about once a millisecond. */
+const LOOKAHEAD_MS = 1
+
+/**
+ * Calls `send` `rate` times a second for `durationMs` on a fixed schedule, whatever the answers do,
+ * and answers how long it ran. Each wake-up sends every request due before the next one; `send` is
+ * given the time the request's latency counts from: its due time when it goes out late (so a stall
+ * shows in every request it delayed), or the time it actually went out when that is earlier.
+ */
+async function paced(rate: number, durationMs: number, send: (startedAt: number) => void): Promise<number> {
+  const startedAt = performance.now()
+  const total = Math.floor((durationMs * rate) / 1000)
+  let scheduled = 0
+  for (;;) {
+    const now = performance.now()
+    if (now - startedAt >= durationMs) return now - startedAt
+    while (scheduled < total && startedAt + (scheduled * 1000) / rate < now + LOOKAHEAD_MS) {
+      send(Math.min(startedAt + (scheduled * 1000) / rate, performance.now()))
+      scheduled += 1
+    }
+    await Bun.sleep(1)
+  }
 }
 
 /**
  * Sends on a fixed schedule whatever the answers do. Each request's latency counts from the time it
  * was due, so a stall shows up in every request it delayed.
  */
-async function openLoop(base: string, targets: Target[], rate: number, groupCommit: boolean): Promise<LoadFigures> {
+async function openLoop(base: string, serverPid: number, targets: Target[], rate: number, groupCommit: boolean): Promise<LoadFigures> {
   const recorder = new Recorder()
   const outstanding = new Set<Promise<void>>()
   let sent = 0
-  const send = (due: number) => {
+  const send = (startedAt: number) => {
     const target = targets[sent % targets.length]!
     sent += 1
-    const pending = recorder.record(due, authorize(base, target))
+    const pending = recorder.record(startedAt, authorize(base, target))
     outstanding.add(pending)
     void pending.finally(() => outstanding.delete(pending))
   }
-  const drive = async (durationMs: number) => {
-    const startedAt = performance.now()
-    let scheduled = 0
-    for (;;) {
-      const now = performance.now()
-      if (now - startedAt >= durationMs) return now - startedAt
-      const due = Math.floor(((now - startedAt) * rate) / 1000)
-      while (scheduled < due) {
-        send(startedAt + (scheduled * 1000) / rate)
-        scheduled += 1
-      }
-      await Bun.sleep(1)
-    }
-  }
+  const drive = (durationMs: number) => paced(rate, durationMs, send)
   await drive(WARMUP_MS)
   const before = await writerStats(base)
+  const cpuBefore = cpuSnapshot(serverPid)
   recorder.recording = true
   const drivenFrom = performance.now()
   // The server's own event-loop lag meanwhile: time its requests waited in the server before any
@@ -281,6 +315,7 @@ async function openLoop(base: string, targets: Target[], rate: number, groupComm
   await sampler
   await Promise.all(outstanding)
   recorder.recording = false
+  const cpuAfter = cpuSnapshot(serverPid)
   const after = await writerStats(base)
   // Until the last answer: a server that falls behind is credited only with what it answered.
   const elapsed = Math.max(DURATION_MS, recorder.lastAnsweredAt - drivenFrom)
@@ -289,6 +324,8 @@ async function openLoop(base: string, targets: Target[], rate: number, groupComm
       offered: rate,
       batches: after.committedBatches - before.committedBatches,
       operations: after.committedOperations - before.committedOperations,
+      cpuBefore,
+      cpuAfter,
     }),
     serverLagMaxMs: round2(serverLagMaxMs),
   }
@@ -311,14 +348,14 @@ async function webhookLoadRuns(): Promise<LoadFigures[]> {
     for (const withHooks of [false, true]) {
       if (withHooks) for (const org of orgs) await load.register(server.base, org.key, ['payment.*'])
       const deliveredBefore = load.deliveries.length
-      const result = await openLoop(server.base, targets, WEBHOOK_RATE, true)
+      const result = await openLoop(server.base, server.process.pid, targets, WEBHOOK_RATE, true)
       result.mode = `open loop, ${WEBHOOK_RATE}/s offered, ${withHooks ? '10 endpoints per org' : 'no webhook endpoints'}`
       console.log(`webhooks | ${result.mode.padEnd(48)} | p50 ${result.p50Ms} ms | p99 ${result.p99Ms} ms | max ${result.maxMs} ms | deliveries received during the run: ${load.deliveries.length - deliveredBefore}`)
       figures.push(result)
     }
     return figures
   } finally {
-    await server.stop()
+    await stopServer(server)
     load.stop()
     await database.drop()
   }
@@ -334,17 +371,17 @@ async function httpRuns(groupCommit: boolean): Promise<LoadFigures[]> {
     const figures: LoadFigures[] = []
     const print = (result: LoadFigures) => {
       console.log(
-        `${groupCommit ? 'group commit on ' : 'group commit off'} | ${result.mode.padEnd(32)} | ${String(result.throughputPerSecond).padStart(6)}/s approved | p50 ${result.p50Ms} ms | p99 ${result.p99Ms} ms | max ${result.maxMs} ms | >${BUDGET_MS} ms: ${result.overBudget} | declined ${result.declined} | errors ${result.errors} | ${result.operationsPerTransaction} ops/tx${result.serverLagMaxMs === undefined ? '' : ` | server loop lag max ${result.serverLagMaxMs} ms`}${result.errors > 0 ? ` | ${JSON.stringify(result.errorKinds)}` : ''}`,
+        `${groupCommit ? 'group commit on ' : 'group commit off'} | ${result.mode.padEnd(32)} | ${String(result.throughputPerSecond).padStart(6)}/s approved | p50 ${result.p50Ms} ms | p99 ${result.p99Ms} ms | max ${result.maxMs} ms | >${BUDGET_MS} ms: ${result.overBudget} | declined ${result.declined} | errors ${result.errors} | ${result.operationsPerTransaction} ops/tx${result.serverLagMaxMs === undefined ? '' : ` | server loop lag max ${result.serverLagMaxMs} ms`} | CPU per answer: generator ${result.cpu.generatorUs} µs, server ${result.cpu.serverUs} µs, Postgres ${result.cpu.postgresUs} µs, machine ${result.cpu.machineBusyPercent}% busy${result.errors > 0 ? ` | ${JSON.stringify(result.errorKinds)}` : ''}`,
       )
       figures.push(result)
     }
-    print(await closedLoop(server.base, targets, groupCommit))
-    for (const rate of RATES) print(await openLoop(server.base, targets, rate, groupCommit))
+    if (process.env.BENCH_SKIP_CLOSED !== '1') print(await closedLoop(server.base, server.process.pid, targets, groupCommit))
+    for (const rate of RATES) print(await openLoop(server.base, server.process.pid, targets, rate, groupCommit))
     const verify = (await call(server.base, 'GET', '/ops/v1/ledger/verify', OPERATOR_TOKEN)).body
     if (!verify.ok) console.error('ledger verify failed after the run', verify.problems)
     return figures
   } finally {
-    await server.stop()
+    await stopServer(server)
     await database.drop()
   }
 }
@@ -385,16 +422,11 @@ async function outageRun(): Promise<OutagePhase[]> {
       const recorder = new Recorder()
       recorder.recording = true
       const outstanding: Promise<void>[] = []
-      const startedAt = performance.now()
-      let scheduled = 0
-      while (performance.now() - startedAt < phaseMs) {
-        const due = Math.floor(((performance.now() - startedAt) * rate) / 1000)
-        while (scheduled < due) {
-          outstanding.push(recorder.record(startedAt + (scheduled * 1000) / rate, authorize(server.base, targets[scheduled % targets.length]!)))
-          scheduled += 1
-        }
-        await Bun.sleep(1)
-      }
+      let sent = 0
+      await paced(rate, phaseMs, (startedAt) => {
+        outstanding.push(recorder.record(startedAt, authorize(server.base, targets[sent % targets.length]!)))
+        sent += 1
+      })
       await Promise.all(outstanding)
       const sorted = recorder.latencies.sort((a, b) => a - b)
       const figure = {
@@ -412,7 +444,7 @@ async function outageRun(): Promise<OutagePhase[]> {
     }
     return figures
   } finally {
-    await server.stop()
+    await stopServer(server)
     await proxy.close()
     await database.drop()
   }
@@ -454,8 +486,8 @@ const on = wanted('on') ? await httpRuns(true) : []
 const off = wanted('off', SKIP_OFF) ? await httpRuns(false) : []
 const outage = wanted('outage', process.env.BENCH_SKIP_OUTAGE === '1') ? await outageRun() : []
 const webhooks = wanted('webhooks', process.env.BENCH_SKIP_WEBHOOKS === '1') ? await webhookLoadRuns() : []
-const closedOn = on[0]
-const closedOff = off[0]
+const closedOn = on.find((figure) => figure.connections !== null)
+const closedOff = off.find((figure) => figure.connections !== null)
 const ratio = closedOn && closedOff && closedOff.throughputPerSecond > 0 ? round2(closedOn.throughputPerSecond / closedOff.throughputPerSecond) : null
 
 const markdown = [

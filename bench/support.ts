@@ -2,7 +2,7 @@
  * What every benchmark shares: a throwaway Postgres database, the real server as a child process,
  * a small HTTP client, percentiles, and writing results as JSON and markdown to bench/results/.
  */
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import postgres from 'postgres'
 
@@ -142,4 +142,62 @@ export function writeResults(name: string, json: unknown, markdown: string): str
   const path = join(folder, `${name}-${stamp}.md`)
   writeFileSync(path, markdown)
   return path
+}
+
+/** CPU time (ms) so far of the load generator (this process), the server process and every Postgres process. */
+export interface CpuSnapshot {
+  generatorMs: number
+  serverMs: number
+  postgresMs: number
+  /** The whole machine: busy and all (every core), from /proc/stat. */
+  machineBusyMs: number
+  machineAllMs: number
+}
+
+const TICK_MS = 10
+
+function processCpuMs(pid: number | string): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+    return (Number(fields[11]) + Number(fields[12])) * TICK_MS
+  } catch {
+    return 0 // gone meanwhile
+  }
+}
+
+/**
+ * Where the machine's CPU goes during a run, read from /proc (Linux): what the benchmark's own
+ * process, the server and Postgres (every backend and helper process) used. Zeros elsewhere.
+ */
+export function cpuSnapshot(serverPid: number): CpuSnapshot {
+  if (!existsSync('/proc/stat')) return { generatorMs: 0, serverMs: 0, postgresMs: 0, machineBusyMs: 0, machineAllMs: 0 }
+  let postgresMs = 0
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue
+    let comm = ''
+    try {
+      comm = readFileSync(`/proc/${entry}/comm`, 'utf8').trim()
+    } catch {
+      continue
+    }
+    if (comm === 'postgres' || comm === 'postmaster') postgresMs += processCpuMs(entry)
+  }
+  const cpu = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.split(/\s+/).slice(1).map(Number)
+  const idle = (cpu[3] ?? 0) + (cpu[4] ?? 0)
+  const all = cpu.reduce((sum, value) => sum + value, 0)
+  const usage = process.cpuUsage()
+  return { generatorMs: (usage.user + usage.system) / 1000, serverMs: processCpuMs(serverPid), postgresMs, machineBusyMs: (all - idle) * TICK_MS, machineAllMs: all * TICK_MS }
+}
+
+/** CPU per operation (µs) over a run, between two snapshots, and how busy the machine was. */
+export function cpuPerOperation(before: CpuSnapshot, after: CpuSnapshot, operations: number): { generatorUs: number; serverUs: number; postgresUs: number; machineBusyPercent: number } {
+  const per = (ms: number) => (operations === 0 ? 0 : round2((ms * 1000) / operations))
+  const all = after.machineAllMs - before.machineAllMs
+  return {
+    generatorUs: per(after.generatorMs - before.generatorMs),
+    serverUs: per(after.serverMs - before.serverMs),
+    postgresUs: per(after.postgresMs - before.postgresMs),
+    machineBusyPercent: all === 0 ? 0 : Math.round(((after.machineBusyMs - before.machineBusyMs) / all) * 100),
+  }
 }

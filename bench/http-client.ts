@@ -1,0 +1,191 @@
+/**
+ * The load generator's HTTP/1.1 client: keep-alive TCP connections (Bun.connect), one request at a
+ * time on each (no pipelining), requests written as prepared text and answers framed by
+ * Content-Length or chunked encoding. It does what `fetch` does for these runs at a fraction of its
+ * CPU, which matters here: the generator shares the machine's two cores with the server and
+ * Postgres, and every microsecond it spends is taken from what is being measured. `BENCH_CLIENT=fetch`
+ * switches the benchmark back to `fetch` for comparison.
+ */
+import type { Socket } from 'bun'
+
+export interface HttpAnswer {
+  status: number
+  body: string
+}
+
+interface Pending {
+  text: string
+  resolve(answer: HttpAnswer): void
+  reject(error: unknown): void
+}
+
+interface Connection {
+  socket: Socket<Connection> | undefined
+  pending: Pending | undefined
+  /** Bytes of the answer read so far (headers not yet complete, or body not yet whole). */
+  buffer: Buffer
+  /** Request bytes the socket did not take yet. */
+  unsent: Buffer | undefined
+  closed: boolean
+}
+
+const HEADER_END = Buffer.from('\r\n\r\n')
+const CHUNK_LINE_END = Buffer.from('\r\n')
+
+/** An answer parsed from the front of `buffer`, and how many bytes it used; undefined while incomplete. */
+export function parseAnswer(buffer: Buffer): { answer: HttpAnswer; used: number } | undefined {
+  const headerEnd = buffer.indexOf(HEADER_END)
+  if (headerEnd < 0) return undefined
+  const head = buffer.toString('latin1', 0, headerEnd)
+  const lines = head.split('\r\n')
+  const status = Number(lines[0]!.split(' ')[1])
+  if (!Number.isInteger(status)) throw new Error(`not an HTTP status line: ${lines[0]}`)
+  let length: number | undefined
+  let chunked = false
+  for (let index = 1; index < lines.length; index++) {
+    const line = lines[index]!
+    const colon = line.indexOf(':')
+    const name = line.slice(0, colon).trim().toLowerCase()
+    if (name === 'content-length') length = Number(line.slice(colon + 1).trim())
+    else if (name === 'transfer-encoding' && line.slice(colon + 1).toLowerCase().includes('chunked')) chunked = true
+  }
+  const bodyStart = headerEnd + HEADER_END.length
+  if (!chunked) {
+    const size = length ?? 0
+    if (buffer.length < bodyStart + size) return undefined
+    return { answer: { status, body: buffer.toString('utf8', bodyStart, bodyStart + size) }, used: bodyStart + size }
+  }
+  const parts: Buffer[] = []
+  let at = bodyStart
+  for (;;) {
+    const lineEnd = buffer.indexOf(CHUNK_LINE_END, at)
+    if (lineEnd < 0) return undefined
+    const size = Number.parseInt(buffer.toString('latin1', at, lineEnd), 16)
+    if (!Number.isFinite(size)) throw new Error('bad chunk size')
+    const dataStart = lineEnd + 2
+    if (size === 0) {
+      // Last chunk: no trailers expected, just the closing CRLF.
+      if (buffer.length < dataStart + 2) return undefined
+      return { answer: { status, body: Buffer.concat(parts).toString('utf8') }, used: dataStart + 2 }
+    }
+    if (buffer.length < dataStart + size + 2) return undefined
+    parts.push(buffer.subarray(dataStart, dataStart + size))
+    at = dataStart + size + 2
+  }
+}
+
+export class KeepAliveClient {
+  private readonly idle: Connection[] = []
+  private readonly all = new Set<Connection>()
+  private readonly hostname: string
+  private readonly port: number
+  private readonly host: string
+
+  constructor(base: string) {
+    const url = new URL(base)
+    this.hostname = url.hostname
+    this.port = Number(url.port)
+    this.host = url.host
+  }
+
+  /** Sends one request on an idle connection (a new one when none is idle) and resolves with its answer. */
+  request(method: string, path: string, headers: Record<string, string>, body?: string): Promise<HttpAnswer> {
+    let text = `${method} ${path} HTTP/1.1\r\nhost: ${this.host}\r\n`
+    for (const name in headers) text += `${name}: ${headers[name]}\r\n`
+    text += body === undefined ? '\r\n' : `content-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`
+    return new Promise<HttpAnswer>((resolve, reject) => {
+      const pending: Pending = { text, resolve, reject }
+      const connection = this.idle.pop()
+      if (connection !== undefined) this.send(connection, pending)
+      else void this.open(pending)
+    })
+  }
+
+  /** Connections open now. */
+  get size(): number {
+    return this.all.size
+  }
+
+  close(): void {
+    for (const connection of this.all) connection.socket?.end()
+    this.all.clear()
+    this.idle.length = 0
+  }
+
+  private async open(pending: Pending): Promise<void> {
+    const connection: Connection = { socket: undefined, pending: undefined, buffer: Buffer.alloc(0), unsent: undefined, closed: false }
+    this.all.add(connection)
+    try {
+      connection.socket = await Bun.connect<Connection>({
+        hostname: this.hostname,
+        port: this.port,
+        data: connection,
+        socket: {
+          data: (socket, chunk) => this.received(socket.data, chunk),
+          drain: (socket) => this.flush(socket.data),
+          close: (socket) => this.lost(socket.data, new Error('connection closed by the server')),
+          error: (socket, error) => this.lost(socket.data, error),
+        },
+      })
+      connection.socket.setNoDelay(true)
+    } catch (error) {
+      this.all.delete(connection)
+      pending.reject(error)
+      return
+    }
+    this.send(connection, pending)
+  }
+
+  private send(connection: Connection, pending: Pending): void {
+    connection.pending = pending
+    connection.unsent = Buffer.from(pending.text)
+    this.flush(connection)
+  }
+
+  private flush(connection: Connection): void {
+    const unsent = connection.unsent
+    if (unsent === undefined || connection.socket === undefined) return
+    const written = connection.socket.write(unsent)
+    connection.unsent = written >= unsent.length ? undefined : unsent.subarray(Math.max(written, 0))
+  }
+
+  private received(connection: Connection, chunk: Uint8Array): void {
+    // Kept as a copy: the runtime may reuse the chunk's memory once this callback returns.
+    connection.buffer = connection.buffer.length === 0 ? Buffer.from(chunk) : Buffer.concat([connection.buffer, chunk])
+    const pending = connection.pending
+    if (pending === undefined) {
+      this.lost(connection, new Error('bytes arrived with no request outstanding'))
+      return
+    }
+    let parsed: ReturnType<typeof parseAnswer>
+    try {
+      parsed = parseAnswer(connection.buffer)
+    } catch (error) {
+      this.lost(connection, error)
+      return
+    }
+    if (parsed === undefined) return
+    connection.buffer = connection.buffer.subarray(parsed.used)
+    connection.pending = undefined
+    if (connection.buffer.length > 0) {
+      // No pipelining: nothing may follow an answer.
+      pending.resolve(parsed.answer)
+      this.lost(connection, new Error('bytes arrived after an answer'))
+      return
+    }
+    this.idle.push(connection)
+    pending.resolve(parsed.answer)
+  }
+
+  private lost(connection: Connection, error: unknown): void {
+    if (connection.closed) return
+    connection.closed = true
+    this.all.delete(connection)
+    const at = this.idle.indexOf(connection)
+    if (at >= 0) this.idle.splice(at, 1)
+    connection.socket?.end()
+    const pending = connection.pending
+    connection.pending = undefined
+    pending?.reject(error)
+  }
+}
