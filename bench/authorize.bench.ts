@@ -122,6 +122,8 @@ interface LoadFigures {
   operationsPerTransaction: number
   /** Open loop: the largest event-loop lag the server reported during the run. */
   serverLagMaxMs?: number
+  /** Open loop: how late the load generator sent its most delayed request (counted in that request's latency). */
+  generatorLateMaxMs?: number
   /** CPU per answered request (µs) of the load generator, the server and Postgres, and how busy the machine was. */
   cpu: { generatorUs: number; serverUs: number; postgresUs: number; machineBusyPercent: number }
 }
@@ -264,15 +266,19 @@ const LOOKAHEAD_MS = 1
  * given the time the request's latency counts from: its due time when it goes out late (so a stall
  * shows in every request it delayed), or the time it actually went out when that is earlier.
  */
-async function paced(rate: number, durationMs: number, send: (startedAt: number) => void): Promise<number> {
+async function paced(rate: number, durationMs: number, send: (startedAt: number) => void): Promise<{ ranMs: number; lateMaxMs: number }> {
   const startedAt = performance.now()
   const total = Math.floor((durationMs * rate) / 1000)
   let scheduled = 0
+  let lateMaxMs = 0
   for (;;) {
     const now = performance.now()
-    if (now - startedAt >= durationMs) return now - startedAt
+    if (now - startedAt >= durationMs) return { ranMs: now - startedAt, lateMaxMs }
     while (scheduled < total && startedAt + (scheduled * 1000) / rate < now + LOOKAHEAD_MS) {
-      send(Math.min(startedAt + (scheduled * 1000) / rate, performance.now()))
+      const due = startedAt + (scheduled * 1000) / rate
+      const sentAt = performance.now()
+      lateMaxMs = Math.max(lateMaxMs, sentAt - due)
+      send(Math.min(due, sentAt))
       scheduled += 1
     }
     await Bun.sleep(1)
@@ -310,7 +316,7 @@ async function openLoop(base: string, serverPid: number, targets: Target[], rate
       await Bun.sleep(100)
     }
   })()
-  await drive(DURATION_MS)
+  const { lateMaxMs } = await drive(DURATION_MS)
   sampling = false
   await sampler
   await Promise.all(outstanding)
@@ -328,6 +334,7 @@ async function openLoop(base: string, serverPid: number, targets: Target[], rate
       cpuAfter,
     }),
     serverLagMaxMs: round2(serverLagMaxMs),
+    generatorLateMaxMs: round2(lateMaxMs),
   }
 }
 
@@ -371,7 +378,7 @@ async function httpRuns(groupCommit: boolean): Promise<LoadFigures[]> {
     const figures: LoadFigures[] = []
     const print = (result: LoadFigures) => {
       console.log(
-        `${groupCommit ? 'group commit on ' : 'group commit off'} | ${result.mode.padEnd(32)} | ${String(result.throughputPerSecond).padStart(6)}/s approved | p50 ${result.p50Ms} ms | p99 ${result.p99Ms} ms | max ${result.maxMs} ms | >${BUDGET_MS} ms: ${result.overBudget} | declined ${result.declined} | errors ${result.errors} | ${result.operationsPerTransaction} ops/tx${result.serverLagMaxMs === undefined ? '' : ` | server loop lag max ${result.serverLagMaxMs} ms`} | CPU per answer: generator ${result.cpu.generatorUs} µs, server ${result.cpu.serverUs} µs, Postgres ${result.cpu.postgresUs} µs, machine ${result.cpu.machineBusyPercent}% busy${result.errors > 0 ? ` | ${JSON.stringify(result.errorKinds)}` : ''}`,
+        `${groupCommit ? 'group commit on ' : 'group commit off'} | ${result.mode.padEnd(32)} | ${String(result.throughputPerSecond).padStart(6)}/s approved | p50 ${result.p50Ms} ms | p99 ${result.p99Ms} ms | max ${result.maxMs} ms | >${BUDGET_MS} ms: ${result.overBudget} | declined ${result.declined} | errors ${result.errors} | ${result.operationsPerTransaction} ops/tx${result.serverLagMaxMs === undefined ? '' : ` | server loop lag max ${result.serverLagMaxMs} ms | generator sent late by up to ${result.generatorLateMaxMs} ms`} | CPU per answer: generator ${result.cpu.generatorUs} µs, server ${result.cpu.serverUs} µs, Postgres ${result.cpu.postgresUs} µs, machine ${result.cpu.machineBusyPercent}% busy${result.errors > 0 ? ` | ${JSON.stringify(result.errorKinds)}` : ''}`,
       )
       figures.push(result)
     }

@@ -264,7 +264,9 @@ export class GroupCommitWriter {
    */
   expectedWaitMs(): number {
     if (!this.healthy()) return Number.POSITIVE_INFINITY
-    if (this.operationsPerMs === 0) return 0
+    // Idle, an operation is sent at once: the pace of past batches says nothing about it (and an
+    // estimate left high by a slow batch must not keep refusing work that would show it is stale).
+    if (this.operationsPerMs === 0 || (this.waiting.size === 0 && this.inFlight.length === 0)) return 0
     return this.waiting.size / this.operationsPerMs + this.batchMs
   }
 

@@ -186,6 +186,28 @@ describe('the pipelined group-commit writer', () => {
     expect(await fx.balance(account)).toMatchObject({ available: '3.000000' })
   })
 
+  test('slow batches raise the expected wait while work is queued, but an idle writer expects none (admission never stays shut)', async () => {
+    const account = await fx.mint('pace')
+    for (let round = 0; round < 6; round++) {
+      const release = stallWriter(writer())
+      const slow = ledger().submit(credit(account, 1n))
+      await Bun.sleep(120)
+      if (round === 5) {
+        // A batch in flight and one queued behind it: the estimate reflects the slow batches.
+        const queued = ledger().submit(credit(account, 1n))
+        expect(writer().expectedWaitMs()).toBeGreaterThan(40)
+        release()
+        await Promise.all([slow, queued])
+      } else {
+        release()
+        await slow
+      }
+    }
+    await writer().idle()
+    expect(writer().healthy()).toBe(true)
+    expect(writer().expectedWaitMs()).toBe(0)
+  })
+
   test('a batch retried after a refused guarded write refuses, not retries, an operation whose key an earlier one of the batch claimed', async () => {
     const account = await fx.mint('guarded-retry')
     const refusal = new ApiError('quote_consumed', 'refused by its guard')

@@ -394,6 +394,8 @@ describe('fail closed while queued', () => {
       }
       expect(app.kassa.runtime.ledger.writer.inFlightCount()).toBe(app.kassa.runtime.ledger.writer.pipelineDepth)
       second = await authorize('6')
+      // Answered without waiting for its record; readable as declined all the same.
+      expect((await fx.call('GET', `/v1/payments/${second.body.id}`)).body).toMatchObject({ state: 'declined', failureCode: 'processing_timeout' })
       first = await firstAnswer
       for (const answer of await Promise.all(inFlightAnswers)) expect(answer.body).toMatchObject({ state: 'declined', failureCode: 'processing_timeout' })
     } finally {
