@@ -1,6 +1,7 @@
 import { getTableColumns, getTableName, sql, type SQL } from 'drizzle-orm'
 import type { PgTable } from 'drizzle-orm/pg-core'
 import { assert } from '../server/lib/assert.ts'
+import { isoOf } from '../server/lib/time.ts'
 
 interface ColumnShape {
   key: string
@@ -29,7 +30,7 @@ function columnsOf(table: PgTable): ColumnShape[] {
 function toJson(value: unknown): unknown {
   if (value === undefined || value === null) return null
   if (typeof value === 'bigint') return value.toString()
-  if (value instanceof Date) return value.toISOString()
+  if (value instanceof Date) return isoOf(value)
   return value
 }
 

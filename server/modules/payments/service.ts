@@ -15,6 +15,7 @@ import { closingHooks, takePendingHold } from '../holds/state.ts'
 import { assertWithinLimits } from '../transfers/fees.ts'
 import type { AuthorizePaymentInput, CapturePaymentInput, FailureCode, PaymentView } from './model.ts'
 import * as repo from './repo.ts'
+import { isoOf } from '../../lib/time.ts'
 
 /** The contract's hard budget: an authorization is answered within it, approved only if durable. */
 export const AUTHORIZATION_BUDGET_MS = 500
@@ -141,9 +142,9 @@ export function toPaymentView(row: PaymentRow): PaymentView {
     holdId: row.holdId ?? null,
     merchant: row.merchantName ? { name: row.merchantName, mcc: row.merchantMcc ?? null } : null,
     description: row.description ?? null,
-    expiresAt: row.expiresAt ? row.expiresAt.toISOString() : null,
-    createdAt: row.createdAt.toISOString(),
-    closedAt: row.closedAt ? row.closedAt.toISOString() : null,
+    expiresAt: row.expiresAt ? isoOf(row.expiresAt) : null,
+    createdAt: isoOf(row.createdAt),
+    closedAt: row.closedAt ? isoOf(row.closedAt) : null,
   }
 }
 
