@@ -25,13 +25,6 @@ export const AUTHORIZATION_BUDGET_MS = 500
  * caller has the answer within the budget, not just the handler.
  */
 export const AUTHORIZATION_ANSWER_MARGIN_MS = 100
-/**
- * An approval is admitted only while the writer's queue would commit it within this long (and
- * within the budget left). Past capacity the queue stays this short: approvals keep their latency
- * and the writer its pace, and the surplus is declined at once instead of after waiting out the
- * budget, so the process does not hold thousands of requests that are going to be declined anyway.
- */
-export const AUTHORIZATION_QUEUE_WAIT_MAX_MS = 100
 /** An uncaptured authorization lapses after this long on the organization's clock. */
 export const AUTHORIZATION_LIFETIME_MS = 24 * 3600 * 1000
 /** Amounts of unsupported assets are still checked for shape; no asset has more decimals than this. */
@@ -256,10 +249,9 @@ async function authorizeWithin(runtime: Runtime, orgId: string, input: Authorize
   try {
     assertWithinLimits(amountMinor, runtime.ledger.policy(info.asset), info.decimals)
     if (account.status === 'frozen') throw new ApiError('account_frozen', 'frozen')
-    // Admission: when the writer's queue is already longer than the budget left (or than the queue's
-    // cap), the approval could not be durable in time; declining now keeps the writer approving at
-    // its capacity.
-    if (runtime.ledger.writer.expectedWaitMs() > Math.min(AUTHORIZATION_QUEUE_WAIT_MAX_MS, budget.deadline - performance.now())) {
+    // Admission: when the writer's queue is already longer than the budget left, the approval could
+    // not be durable in time; declining now keeps the writer approving at its capacity.
+    if (runtime.ledger.writer.expectedWaitMs() > budget.deadline - performance.now()) {
       return decline(runtime, { ...row, expiresAt: null, holdId: null }, 'processing_timeout', account.externalId, budget, context)
     }
     submitted = reserve(runtime, row, info, amountMinor, account.externalId, now, context, budget.deadline)
@@ -435,13 +427,6 @@ async function untilDurable(runtime: Runtime, paymentId: string, write: () => Pr
 /**
  * Records a decline (with the request's idempotency record) and answers it; if the record is not
  * durable within the budget the answer is given anyway and the record finishes later.
- *
- * A `processing_timeout` decline without an Idempotency-Key is answered at once, its record
- * following in the background: it is given because the system is past what it can make durable in
- * time, and waiting for one more write would spend the budget of a request that is declined
- * anyway, holding it (and, past capacity, thousands like it) in the process. Until its record
- * lands, the decline is served from memory (`unsettled`). With a key, the answer still waits, so
- * that a key another request already holds is answered with that request's outcome.
  */
 async function decline(runtime: Runtime, payment: PaymentRow, failureCode: FailureCode, externalId: string | null, budget: Budget, context: AuthorizeContext): Promise<AuthorizeAnswer> {
   const declined: PaymentRow = { ...payment, state: 'declined', failureCode, closedAt: payment.createdAt }
@@ -457,7 +442,6 @@ async function decline(runtime: Runtime, payment: PaymentRow, failureCode: Failu
   // With the database known to be failing or stalled, waiting for the record would only spend the
   // budget: the decline is answered now and its record finishes (or fails) in the background.
   if (!runtime.ledger.writer.healthy()) return { kind: 'answer', body }
-  if (failureCode === 'processing_timeout' && record === undefined) return { kind: 'answer', body }
   const outcome = await budget.race(write)
   if (outcome.kind === 'done' && outcome.value === 'key_taken') return replayTakenKey(runtime, payment.orgId, context, budget)
   return { kind: 'answer', body }
