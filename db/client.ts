@@ -65,19 +65,19 @@ function socketOf(url: string): { url: string; host?: string } {
 
 function openPostgres(databaseUrl: string, poolMax: number): DatabaseHandle {
   const { url, host } = socketOf(databaseUrl)
-  const options = (max: number, applicationName: string, settings: Record<string, string> = {}) => ({
+  const options = (max: number, applicationName: string) => ({
     ...(host === undefined ? {} : { host }),
     max,
     onnotice: () => {},
     // Money columns are numeric(38,0); keep them as exact strings so nothing passes through a float.
     types: { bigint: postgres.BigInt },
-    connection: { application_name: applicationName, ...settings },
+    connection: { application_name: applicationName },
     // The driver's own curve (3^attempts / 100 s, jittered) but capped at 1 s instead of 20 s: after
     // an outage the pool reconnects within a second of the database coming back.
     backoff: (attempts: number) => (0.5 + Math.random() / 2) * Math.min(3 ** attempts / 100, RECONNECT_BACKOFF_MAX_S),
   })
   const client = postgres(url, options(poolMax, 'kassa'))
-  const writerClient = postgres(url, options(1, 'kassa-ledger-writer', { plan_cache_mode: 'force_generic_plan' }))
+  const writerClient = postgres(url, options(1, 'kassa-ledger-writer'))
   const db = drizzlePostgres(client, { schema }) as unknown as Database
   return {
     kind: 'postgres',
