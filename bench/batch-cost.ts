@@ -12,11 +12,10 @@
  *
  * Needs Postgres on this host (the backend's /proc entry).
  */
-import { readFileSync } from 'node:fs'
 import postgres from 'postgres'
 import { createApp } from '../server/app.ts'
 import { configForTests } from '../server/config.ts'
-import { createBenchDatabase } from './support.ts'
+import { createBenchDatabase, processCpuMs } from './support.ts'
 
 const OPERATIONS = Number(process.env.BATCH_COST_OPERATIONS ?? 50)
 const ROUNDS = Number(process.env.BATCH_COST_ROUNDS ?? 300)
@@ -61,11 +60,7 @@ const sql = postgres(database.url, { max: 1, onnotice: () => {} })
 // The document goes as jsonb text, as drizzle sends it (postgres.js would otherwise encode it again).
 ;(sql as unknown as { options: { serializers: Record<string, (value: unknown) => unknown> } }).options.serializers['3802'] = (value) => value
 const [{ pid }] = (await sql`select pg_backend_pid() as pid`) as unknown as [{ pid: number }]
-const backendCpuMs = () => {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-  return (Number(fields[11]) + Number(fields[12])) * 10
-}
+const backendCpuMs = () => processCpuMs(pid)
 
 const writerId = `wr_batch_cost_${Date.now()}`
 let seq = 0

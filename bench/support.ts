@@ -156,7 +156,8 @@ export interface CpuSnapshot {
 
 const TICK_MS = 10
 
-function processCpuMs(pid: number | string): number {
+/** CPU time (user + system, ms) a process has used so far, from /proc; 0 once it is gone. */
+export function processCpuMs(pid: number | string): number {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
