@@ -25,6 +25,7 @@ import { createApp } from '../server/app.ts'
 import { configForTests } from '../server/config.ts'
 import { HotBalances, deltasOf, type Posting } from '../server/ledger/hot-balances.ts'
 import { parseAmount } from '../server/lib/money.ts'
+import { countAbove, histogramBetween, quantileBound, type HistogramSnapshot } from '../server/lib/histogram.ts'
 import { AuthorizePaymentBody } from '../server/modules/payments/model.ts'
 import { EMBEDDED_IN_MEMORY, openDatabase } from '../db/client.ts'
 import { TcpProxy } from '../test/support/tcp-proxy.ts'
@@ -124,8 +125,13 @@ interface LoadFigures {
   serverLagMaxMs?: number
   /** Open loop: how late the load generator sent its most delayed request (counted in that request's latency). */
   generatorLateMaxMs?: number
+  /**
+   * The server's batch commits during the run (from sending a batch to Postgres confirming it): how
+   * many, how many took longer than 3 ms and 20 ms, and the bucket bound their p99 fell under.
+   */
+  commits: { count: number; over3Ms: number; over20Ms: number; p99AtMostMs: number | null }
   /** CPU per answered request (µs) of the load generator, the server and Postgres, and how busy the machine was. */
-  cpu: { generatorUs: number; serverUs: number; postgresUs: number; machineBusyPercent: number }
+  cpu: { generatorUs: number; serverUs: number; postgresUs: number; machineBusyPercent: number; machineStolenMs: number }
 }
 
 interface Target {
@@ -194,12 +200,22 @@ class Recorder {
   }
 }
 
-async function writerStats(base: string): Promise<{ committedOperations: number; committedBatches: number; eventLoopLagMs: number }> {
+interface WriterStats {
+  committedOperations: number
+  committedBatches: number
+  eventLoopLagMs: number
+  commitLatencyMs: HistogramSnapshot
+}
+
+async function writerStats(base: string): Promise<WriterStats> {
   return (await call(base, 'GET', '/ops/v1/ledger/stats', OPERATOR_TOKEN)).body
 }
 
-function summarize(mode: string, groupCommit: boolean, recorder: Recorder, elapsedMs: number, extra: { offered?: number; connections?: number; batches: number; operations: number; cpuBefore: CpuSnapshot; cpuAfter: CpuSnapshot }): LoadFigures {
+function summarize(mode: string, groupCommit: boolean, recorder: Recorder, elapsedMs: number, extra: { offered?: number; connections?: number; before: WriterStats; after: WriterStats; cpuBefore: CpuSnapshot; cpuAfter: CpuSnapshot }): LoadFigures {
   const sorted = recorder.latencies.sort((a, b) => a - b)
+  const batches = extra.after.committedBatches - extra.before.committedBatches
+  const operations = extra.after.committedOperations - extra.before.committedOperations
+  const commits = histogramBetween(extra.before.commitLatencyMs, extra.after.commitLatencyMs)
   return {
     mode,
     groupCommit,
@@ -216,8 +232,9 @@ function summarize(mode: string, groupCommit: boolean, recorder: Recorder, elaps
     p99Ms: round2(percentile(sorted, 0.99)),
     maxMs: round2(sorted.at(-1) ?? 0),
     overBudget: sorted.filter((latency) => latency > BUDGET_MS).length,
-    transactionsPerSecond: Math.round((extra.batches / elapsedMs) * 1000),
-    operationsPerTransaction: extra.batches === 0 ? 0 : round2(extra.operations / extra.batches),
+    transactionsPerSecond: Math.round((batches / elapsedMs) * 1000),
+    operationsPerTransaction: batches === 0 ? 0 : round2(operations / batches),
+    commits: { count: commits.count, over3Ms: countAbove(commits, 3), over20Ms: countAbove(commits, 20), p99AtMostMs: quantileBound(commits, 0.99) },
     cpu: cpuPerOperation(extra.cpuBefore, extra.cpuAfter, sorted.length),
   }
 }
@@ -250,8 +267,8 @@ async function closedLoop(base: string, serverPid: number, targets: Target[], gr
   await Promise.all(running)
   return summarize(`closed loop, ${CONNECTIONS} connections`, groupCommit, recorder, elapsed, {
     connections: CONNECTIONS,
-    batches: after.committedBatches - before.committedBatches,
-    operations: after.committedOperations - before.committedOperations,
+    before,
+    after,
     cpuBefore,
     cpuAfter,
   })
@@ -328,8 +345,8 @@ async function openLoop(base: string, serverPid: number, targets: Target[], rate
   return {
     ...summarize(`open loop, ${rate}/s offered`, groupCommit, recorder, elapsed, {
       offered: rate,
-      batches: after.committedBatches - before.committedBatches,
-      operations: after.committedOperations - before.committedOperations,
+      before,
+      after,
       cpuBefore,
       cpuAfter,
     }),
@@ -378,7 +395,7 @@ async function httpRuns(groupCommit: boolean): Promise<LoadFigures[]> {
     const figures: LoadFigures[] = []
     const print = (result: LoadFigures) => {
       console.log(
-        `${groupCommit ? 'group commit on ' : 'group commit off'} | ${result.mode.padEnd(32)} | ${String(result.throughputPerSecond).padStart(6)}/s approved | p50 ${result.p50Ms} ms | p99 ${result.p99Ms} ms | max ${result.maxMs} ms | >${BUDGET_MS} ms: ${result.overBudget} | declined ${result.declined} | errors ${result.errors} | ${result.operationsPerTransaction} ops/tx${result.serverLagMaxMs === undefined ? '' : ` | server loop lag max ${result.serverLagMaxMs} ms | generator sent late by up to ${result.generatorLateMaxMs} ms`} | CPU per answer: generator ${result.cpu.generatorUs} µs, server ${result.cpu.serverUs} µs, Postgres ${result.cpu.postgresUs} µs, machine ${result.cpu.machineBusyPercent}% busy${result.errors > 0 ? ` | ${JSON.stringify(result.errorKinds)}` : ''}`,
+        `${groupCommit ? 'group commit on ' : 'group commit off'} | ${result.mode.padEnd(32)} | ${String(result.throughputPerSecond).padStart(6)}/s approved | p50 ${result.p50Ms} ms | p99 ${result.p99Ms} ms | max ${result.maxMs} ms | >${BUDGET_MS} ms: ${result.overBudget} | declined ${result.declined} | errors ${result.errors} | ${result.operationsPerTransaction} ops/tx${result.serverLagMaxMs === undefined ? '' : ` | server loop lag max ${result.serverLagMaxMs} ms | generator sent late by up to ${result.generatorLateMaxMs} ms`} | commits ${result.commits.count}, >3 ms ${result.commits.over3Ms}, >20 ms ${result.commits.over20Ms}, p99 <= ${result.commits.p99AtMostMs ?? '>1000'} ms | CPU per answer: generator ${result.cpu.generatorUs} µs, server ${result.cpu.serverUs} µs, Postgres ${result.cpu.postgresUs} µs, machine ${result.cpu.machineBusyPercent}% busy, ${result.cpu.machineStolenMs} ms stolen by the host${result.errors > 0 ? ` | ${JSON.stringify(result.errorKinds)}` : ''}`,
       )
       figures.push(result)
     }
@@ -524,13 +541,21 @@ const markdown = [
   '',
   ratio === null ? '' : `Closed-loop throughput, group commit on / one transaction per request: **${ratio}x**.`,
   '',
+  '### Commits: how long Postgres took to confirm each batch',
+  '',
+  'From the server sending a batch to Postgres confirming its commit (the disk flush and waiting behind the batches pipelined before it included), read from the server\'s commit-latency histogram (`GET /ops/v1/ledger/stats`). An answer is never faster than its batch\'s commit, so slow commits bound the answers\' tail from below.',
+  '',
+  '| group commit | load | batches committed | slower than 3 ms | slower than 20 ms | p99 at most ms |',
+  '|---|---|---|---|---|---|',
+  ...[...on, ...off].map((figure) => `| ${figure.groupCommit ? 'on' : 'off'} | ${figure.mode} | ${figure.commits.count} | ${figure.commits.over3Ms} | ${figure.commits.over20Ms} | ${figure.commits.p99AtMostMs ?? '> 1000'} |`),
+  '',
   '### Where the machine went (CPU per answer, read from /proc) and who was late',
   '',
   `The load generator (${CLIENT === 'fetch' ? 'fetch' : 'keep-alive client, bench/http-client.ts'}), the server process and every Postgres process, per answered request; how busy both cores were; for open loops, the server's largest event-loop lag and how late the generator itself sent its most delayed request (both are inside the latencies above).`,
   '',
-  '| group commit | load | generator µs | server µs | Postgres µs | machine busy | server loop lag max ms | generator late max ms |',
-  '|---|---|---|---|---|---|---|---|',
-  ...[...on, ...off].map((figure) => `| ${figure.groupCommit ? 'on' : 'off'} | ${figure.mode} | ${figure.cpu.generatorUs} | ${figure.cpu.serverUs} | ${figure.cpu.postgresUs} | ${figure.cpu.machineBusyPercent}% | ${figure.serverLagMaxMs ?? ''} | ${figure.generatorLateMaxMs ?? ''} |`),
+  '| group commit | load | generator µs | server µs | Postgres µs | machine busy | CPU stolen by the host ms | server loop lag max ms | generator late max ms |',
+  '|---|---|---|---|---|---|---|---|---|',
+  ...[...on, ...off].map((figure) => `| ${figure.groupCommit ? 'on' : 'off'} | ${figure.mode} | ${figure.cpu.generatorUs} | ${figure.cpu.serverUs} | ${figure.cpu.postgresUs} | ${figure.cpu.machineBusyPercent}% | ${figure.cpu.machineStolenMs} | ${figure.serverLagMaxMs ?? ''} | ${figure.generatorLateMaxMs ?? ''} |`),
   '',
   `## With and without webhook load (${WEBHOOK_RATE}/s offered, group commit on)`,
   '',

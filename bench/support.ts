@@ -152,6 +152,8 @@ export interface CpuSnapshot {
   /** The whole machine: busy and all (every core), from /proc/stat. */
   machineBusyMs: number
   machineAllMs: number
+  /** Of all: time the hypervisor ran something else while a core of this machine wanted to run (steal). */
+  machineStolenMs: number
 }
 
 const TICK_MS = 10
@@ -172,7 +174,7 @@ export function processCpuMs(pid: number | string): number {
  * process, the server and Postgres (every backend and helper process) used. Zeros elsewhere.
  */
 export function cpuSnapshot(serverPid: number): CpuSnapshot {
-  if (!existsSync('/proc/stat')) return { generatorMs: 0, serverMs: 0, postgresMs: 0, machineBusyMs: 0, machineAllMs: 0 }
+  if (!existsSync('/proc/stat')) return { generatorMs: 0, serverMs: 0, postgresMs: 0, machineBusyMs: 0, machineAllMs: 0, machineStolenMs: 0 }
   let postgresMs = 0
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue
@@ -184,15 +186,16 @@ export function cpuSnapshot(serverPid: number): CpuSnapshot {
     }
     if (comm === 'postgres' || comm === 'postmaster') postgresMs += processCpuMs(entry)
   }
-  const cpu = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.split(/\s+/).slice(1).map(Number)
+  // user nice system idle iowait irq softirq steal (guest and guest_nice are already inside user and nice).
+  const cpu = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.split(/\s+/).slice(1, 9).map(Number)
   const idle = (cpu[3] ?? 0) + (cpu[4] ?? 0)
   const all = cpu.reduce((sum, value) => sum + value, 0)
   const usage = process.cpuUsage()
-  return { generatorMs: (usage.user + usage.system) / 1000, serverMs: processCpuMs(serverPid), postgresMs, machineBusyMs: (all - idle) * TICK_MS, machineAllMs: all * TICK_MS }
+  return { generatorMs: (usage.user + usage.system) / 1000, serverMs: processCpuMs(serverPid), postgresMs, machineBusyMs: (all - idle) * TICK_MS, machineAllMs: all * TICK_MS, machineStolenMs: (cpu[7] ?? 0) * TICK_MS }
 }
 
 /** CPU per operation (µs) over a run, between two snapshots, and how busy the machine was. */
-export function cpuPerOperation(before: CpuSnapshot, after: CpuSnapshot, operations: number): { generatorUs: number; serverUs: number; postgresUs: number; machineBusyPercent: number } {
+export function cpuPerOperation(before: CpuSnapshot, after: CpuSnapshot, operations: number): { generatorUs: number; serverUs: number; postgresUs: number; machineBusyPercent: number; machineStolenMs: number } {
   const per = (ms: number) => (operations === 0 ? 0 : round2((ms * 1000) / operations))
   const all = after.machineAllMs - before.machineAllMs
   return {
@@ -200,5 +203,6 @@ export function cpuPerOperation(before: CpuSnapshot, after: CpuSnapshot, operati
     serverUs: per(after.serverMs - before.serverMs),
     postgresUs: per(after.postgresMs - before.postgresMs),
     machineBusyPercent: all === 0 ? 0 : Math.round(((after.machineBusyMs - before.machineBusyMs) / all) * 100),
+    machineStolenMs: after.machineStolenMs - before.machineStolenMs,
   }
 }

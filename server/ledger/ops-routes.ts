@@ -40,6 +40,7 @@ export function ledgerOpsRoutes(runtime: Runtime) {
         committedBatches: runtime.ledger.writer.committedBatches,
         queued: runtime.ledger.writer.pendingCount(),
         eventLoopLagMs: Math.round(runtime.loopLag.currentMs() * 100) / 100,
+        commitLatencyMs: runtime.ledger.writer.commitLatency.snapshot(),
       }),
       {
         response: t.Object({
@@ -48,6 +49,17 @@ export function ledgerOpsRoutes(runtime: Runtime) {
           committedBatches: t.Integer({ description: 'Database transactions that committed them' }),
           queued: t.Integer({ description: 'Operations waiting for the writer right now' }),
           eventLoopLagMs: t.Number({ description: 'How late the event loop ran lately (the largest lag of the last 200 to 400 ms)' }),
+          commitLatencyMs: t.Object(
+            {
+              count: t.Integer({ description: 'Batches committed since this instance started' }),
+              sumMs: t.Number(),
+              maxMs: t.Number({ description: 'The slowest commit since this instance started' }),
+              buckets: t.Array(t.Object({ leMs: t.Union([t.Number(), t.Null()]), count: t.Integer() }), {
+                description: 'Per bucket, not cumulative: commits slower than the previous bound and at most leMs (null: slower than every bound). Subtract two readings to see a window.',
+              }),
+            },
+            { description: 'From sending a batch to Postgres confirming its commit (the disk flush, and waiting behind the batches pipelined before it, included)' },
+          ),
         }),
         detail: doc('Group-commit writer counters of this instance', 'Operations per transaction is committedOperations / committedBatches; benchmarks read it.'),
       },

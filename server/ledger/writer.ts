@@ -7,6 +7,7 @@ import { chainArrivals, deposits, events, holds, idempotencyRecords, ledgerBalan
 import { assert } from '../lib/assert.ts'
 import { ApiError } from '../lib/errors.ts'
 import { logFailure } from '../lib/log.ts'
+import { LatencyHistogram } from '../lib/histogram.ts'
 import { RECORD_CLAIM_TAIL, recordId } from '../platform/idempotency.ts'
 import { balanceKey, type BalanceDelta, type HotBalance, type HotBalances, type Posting } from './hot-balances.ts'
 
@@ -217,6 +218,8 @@ export class GroupCommitWriter {
   private guard: Guard = { writerId: newWriterId(), seq: 0 }
   committedOperations = 0
   committedBatches = 0
+  /** From sending a batch to Postgres confirming its commit, per committed batch (disk flush and queueing behind earlier batches included). */
+  readonly commitLatency = new LatencyHistogram()
   /** Commit-point checks that found memory and Postgres apart (a bug); memory took Postgres' values. */
   invariantBreaches = 0
   /** Recent batch latency and operations per millisecond (moving averages), for `expectedWaitMs`. */
@@ -436,6 +439,7 @@ export class GroupCommitWriter {
     this.checkCommitPoint(result.written)
     const now = performance.now()
     this.recordPace(batch.length - lost.length, now - flight.sentAt, now - Math.max(flight.sentAt, this.lastAnsweredAt))
+    this.commitLatency.record(now - flight.sentAt)
     this.lastAnsweredAt = now
     this.failedAt = 0
     this.committedBatches += 1

@@ -6,6 +6,7 @@ import { SYSTEM_ACCOUNTS } from '../../server/ledger/hot-balances.ts'
 import { CommitFailedError, IdempotencyKeyTaken, type LedgerOperation } from '../../server/ledger/writer.ts'
 import { ApiError } from '../../server/lib/errors.ts'
 import { newId } from '../../server/lib/ids.ts'
+import { countAbove, histogramBetween } from '../../server/lib/histogram.ts'
 import { startTestApp, type TestApp } from '../support/app.ts'
 import { stallWriter } from '../support/writer.ts'
 import { expectVerified, ledgerFixture, type LedgerFixture } from './support.ts'
@@ -227,5 +228,24 @@ describe('the pipelined group-commit writer', () => {
     expect(await committedMovements([guarded.reference, second.reference])).toBe(0)
     expect(ledger().balance(fx.org.id, account, 'USDC')?.available).toBe(2_000_001n)
     await expectVerified(app)
+  })
+
+  test('the ops stats count every committed batch in the commit-latency histogram, a held commit in its slow bucket', async () => {
+    const account = await fx.mint('commit-latency')
+    const before = (await app.ops('GET', '/ops/v1/ledger/stats')).body
+    const release = stallWriter(writer())
+    const held = ledger().submit(credit(account, 1n))
+    await Bun.sleep(60)
+    release()
+    await held
+    await ledger().submit(credit(account, 1n))
+    const after = (await app.ops('GET', '/ops/v1/ledger/stats')).body
+    const histogram = histogramBetween(before.commitLatencyMs, after.commitLatencyMs)
+    expect(histogram.count).toBe(after.committedBatches - before.committedBatches)
+    expect(histogram.count).toBeGreaterThanOrEqual(2)
+    // The held batch waited at least 60 ms before Postgres saw it.
+    expect(countAbove(histogram, 50)).toBeGreaterThanOrEqual(1)
+    expect(after.commitLatencyMs.maxMs).toBeGreaterThanOrEqual(60)
+    expect(histogram.buckets.reduce((sum: number, bucket: { count: number }) => sum + bucket.count, 0)).toBe(histogram.count)
   })
 })
