@@ -8,13 +8,15 @@
  * whole statement, for the statement with one table's rows left out at a time (what each table
  * costs), and for parsing its JSON document alone.
  *
- *   ./node_modules/.bin/bun bench/batch-cost.ts     (BATCH_COST_OPERATIONS, default 50; BATCH_COST_ROUNDS, default 300)
+ *   ./node_modules/.bin/bun bench/batch-cost.ts     (BATCH_COST_OPERATIONS, default 50; BATCH_COST_ROUNDS, default 300;
+ *                                                  BATCH_COST_PLANNER=default: Postgres' planner defaults, not the writer's)
  *
  * Needs Postgres on this host (the backend's /proc entry).
  */
 import postgres from 'postgres'
 import { createApp } from '../server/app.ts'
 import { configForTests } from '../server/config.ts'
+import { WRITER_PLANNER } from '../db/client.ts'
 import { createBenchDatabase, processCpuMs } from './support.ts'
 
 const OPERATIONS = Number(process.env.BATCH_COST_OPERATIONS ?? 50)
@@ -56,7 +58,9 @@ const document = JSON.parse(largest.document) as Record<string, unknown>
 const operations = (document.movements as unknown[]).length
 await kassa.close()
 
-const sql = postgres(database.url, { max: 1, onnotice: () => {} })
+// The planner settings of the writer's own connection, as the writer runs it (BATCH_COST_PLANNER=default for Postgres' defaults).
+const planner = process.env.BATCH_COST_PLANNER === 'default' ? {} : WRITER_PLANNER
+const sql = postgres(database.url, { max: 1, onnotice: () => {}, connection: planner })
 // The document goes as jsonb text, as drizzle sends it (postgres.js would otherwise encode it again).
 ;(sql as unknown as { options: { serializers: Record<string, (value: unknown) => unknown> } }).options.serializers['3802'] = (value) => value
 const [{ pid }] = (await sql`select pg_backend_pid() as pid`) as unknown as [{ pid: number }]

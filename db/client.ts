@@ -75,7 +75,7 @@ function socketOf(url: string): { url: string; host?: string } {
  * the connection runs without JIT, which never pays off for statements this small. The pool keeps
  * the defaults.
  */
-const WRITER_PLANNER = { enable_seqscan: 'off', enable_hashjoin: 'off', enable_mergejoin: 'off', jit: 'off' }
+export const WRITER_PLANNER = { enable_seqscan: 'off', enable_hashjoin: 'off', enable_mergejoin: 'off', jit: 'off' }
 
 function openPostgres(databaseUrl: string, poolMax: number): DatabaseHandle {
   const { url, host } = socketOf(databaseUrl)
