@@ -438,8 +438,9 @@ export class GroupCommitWriter {
     for (const item of [...lost].reverse()) this.undo(item)
     this.checkCommitPoint(result.written)
     const now = performance.now()
-    this.recordPace(batch.length - lost.length, now - flight.sentAt, now - Math.max(flight.sentAt, this.lastAnsweredAt))
-    this.commitLatency.record(now - flight.sentAt)
+    const latencyMs = now - flight.sentAt
+    this.recordPace(batch.length - lost.length, latencyMs, now - Math.max(flight.sentAt, this.lastAnsweredAt))
+    this.commitLatency.record(latencyMs)
     this.lastAnsweredAt = now
     this.failedAt = 0
     this.committedBatches += 1
