@@ -6,7 +6,7 @@
  * it (fresh ids, the order guard moved on each time) one at a time on one connection, reading that
  * backend's CPU time from /proc. It prints the Postgres CPU per batch and per authorization for the
  * whole statement, for the statement with one table's rows left out at a time (what each table
- * costs), and for parsing its JSON document alone.
+ * costs), and for parsing its JSON parameters alone (one per table).
  *
  *   ./node_modules/.bin/bun bench/batch-cost.ts     (BATCH_COST_OPERATIONS, default 50; BATCH_COST_ROUNDS, default 300;
  *                                                  BATCH_COST_PLANNER=default: Postgres' planner defaults, not the writer's)
@@ -25,14 +25,21 @@ const ROUNDS = Number(process.env.BATCH_COST_ROUNDS ?? 300)
 const database = await createBenchDatabase('batch_cost')
 const kassa = await createApp(configForTests({ databaseUrl: database.url, rateLimitStore: 'memory' }))
 
-// The statements the writer builds, as text and parameters.
-const captured: Array<{ text: string; document: string }> = []
+// The statements the writer builds, as text and parameters. Each parameter is the JSON of one part,
+// named here by the CTE that reads it (`d` reads the balances).
+const captured: Array<{ text: string; parts: Record<string, string> }> = []
 const writer = kassa.runtime.ledger.writer as unknown as { batchStatement(flight: unknown): unknown }
 const build = writer.batchStatement.bind(writer)
 writer.batchStatement = (flight: unknown) => {
   const statement = build(flight)
   const { sql: text, params } = (kassa.runtime.db as unknown as { dialect: { sqlToQuery(query: unknown): { sql: string; params: unknown[] } } }).dialect.sqlToQuery(statement)
-  captured.push({ text, document: String(params[0]) })
+  const parts: Record<string, string> = {}
+  params.forEach((value, index) => {
+    const at = text.indexOf(`$${index + 1}::jsonb`)
+    const reader = [...text.slice(0, at).matchAll(/(\w+) as \(/g)].at(-1)?.[1] ?? 'input'
+    parts[reader === 'd' ? 'balances' : reader] = String(value)
+  })
+  captured.push({ text, parts })
   return statement
 }
 
@@ -53,15 +60,17 @@ for (let index = 0; index < OPERATIONS; index++) {
 await kassa.runtime.ledger.drain()
 captured.length = 0
 await Promise.all(accounts.map((account) => call('/v1/payments/authorize', 'POST', key, { accountId: account, asset: 'USDC', amount: '1.00' })))
-const largest = captured.sort((a, b) => b.document.length - a.document.length)[0]!
-const document = JSON.parse(largest.document) as Record<string, unknown>
+const size = (entry: { parts: Record<string, string> }) => Object.values(entry.parts).reduce((sum, text) => sum + text.length, 0)
+const largest = captured.sort((a, b) => size(b) - size(a))[0]!
+const names = Object.keys(largest.parts)
+const document = Object.fromEntries(names.map((name) => [name, JSON.parse(largest.parts[name]!)])) as Record<string, unknown>
 const operations = (document.movements as unknown[]).length
 await kassa.close()
 
 // The planner settings of the writer's own connection, as the writer runs it (BATCH_COST_PLANNER=default for Postgres' defaults).
 const planner = process.env.BATCH_COST_PLANNER === 'default' ? {} : WRITER_PLANNER
 const sql = postgres(database.url, { max: 1, onnotice: () => {}, connection: planner })
-// The document goes as jsonb text, as drizzle sends it (postgres.js would otherwise encode it again).
+// The parameters go as jsonb text, as drizzle sends them (postgres.js would otherwise encode them again).
 ;(sql as unknown as { options: { serializers: Record<string, (value: unknown) => unknown> } }).options.serializers['3802'] = (value) => value
 const [{ pid }] = (await sql`select pg_backend_pid() as pid`) as unknown as [{ pid: number }]
 const backendCpuMs = () => processCpuMs(pid)
@@ -71,8 +80,9 @@ let seq = 0
 async function replay(rounds: number, base: Record<string, unknown>): Promise<void> {
   for (let round = 0; round < rounds; round++) {
     seq += 1
-    const text = JSON.stringify({ ...base, writer: writerId, seq, prev: seq - 1 }).replace(/"((?:mv|hold|pay|evt)_[0-9a-f]{32})"/g, `"$1r${seq}"`)
-    await sql.unsafe(largest.text, [text], { prepare: true })
+    const input = { ...(base.input as Record<string, unknown>), writer: writerId, seq, prev: seq - 1 }
+    const texts = names.map((name) => (name === 'input' ? JSON.stringify(input) : JSON.stringify(base[name]).replace(/"((?:mv|hold|pay|evt)_[0-9a-f]{32})"/g, `"$1r${seq}"`)))
+    await sql.unsafe(largest.text, texts, { prepare: true })
   }
 }
 
@@ -85,15 +95,16 @@ async function measure(label: string, run: () => Promise<void>): Promise<void> {
   console.log(`${label.padEnd(34)} wall ${(wallMs / ROUNDS).toFixed(3)} ms/batch | Postgres CPU ${(cpuMs / ROUNDS).toFixed(3)} ms/batch = ${((cpuMs * 1000) / ROUNDS / operations).toFixed(1)} µs per authorization`)
 }
 
-console.log(`batch of ${operations} authorizations, JSON document ${largest.document.length} bytes, ${ROUNDS} rounds each`)
+console.log(`batch of ${operations} authorizations, JSON parameters ${size(largest)} bytes, ${ROUNDS} rounds each`)
 await replay(20, document)
-await measure('JSON document parsed alone', async () => {
-  for (let round = 0; round < ROUNDS; round++) await sql.unsafe('select length($1::jsonb::text)', [largest.document], { prepare: true })
+const parseAll = `select ${names.map((_, index) => `length($${index + 1}::jsonb::text)`).join(' + ')}`
+await measure('JSON parameters parsed alone', async () => {
+  for (let round = 0; round < ROUNDS; round++) await sql.unsafe(parseAll, names.map((name) => largest.parts[name]!), { prepare: true })
 })
 await measure('whole batch statement', () => replay(ROUNDS, document))
 for (const part of ['movements', 'postings', 'balances', 'holds', 'payments', 'events']) {
   await measure(`without ${part}`, () => replay(ROUNDS, { ...document, [part]: [] }))
 }
-await measure('order guard alone (no rows)', () => replay(ROUNDS, Object.fromEntries(Object.entries(document).map(([name, value]) => [name, Array.isArray(value) ? [] : value]))))
+await measure('order guard alone (no rows)', () => replay(ROUNDS, Object.fromEntries(Object.entries(document).map(([name, value]) => [name, name === 'input' ? value : []]))))
 await sql.end()
 await database.drop()

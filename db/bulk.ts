@@ -59,8 +59,8 @@ interface RowShape {
   defaulted: ColumnShape[]
   /** Insert texts built for this shape, by tail and filter: built once, reused per batch. */
   inserts: Map<string, InsertText>
-  /** Whole `insertFromDocument` texts for this shape, by source, tail and filter. */
-  documentInserts: Map<string, string>
+  /** Whole `insertFromJson` texts for this shape, by source, tail and filter. */
+  sourceInserts: Map<string, string>
 }
 
 const rowShapes = new WeakMap<PgTable, Map<string, RowShape>>()
@@ -81,7 +81,7 @@ function shapeOf(table: PgTable, first: Record<string, unknown>): RowShape {
       present: columns.filter((column) => !column.hasDefault || first[column.key] !== undefined),
       defaulted: columns.filter((column) => column.hasDefault),
       inserts: new Map(),
-      documentInserts: new Map(),
+      sourceInserts: new Map(),
     }
     byMask.set(mask, shape)
   }
@@ -107,7 +107,7 @@ function rowsAsJson(table: PgTable, rows: ReadonlyArray<Record<string, unknown>>
   return { shape, payload }
 }
 
-/** The column naming which operation of a batch a row belongs to (see `insertFromDocument`). */
+/** The column naming which operation of a batch a row belongs to (see `insertFromJson`). */
 export const OP_COLUMN = 'kassa_op'
 
 /**
@@ -150,28 +150,28 @@ function insertText(table: PgTable, present: ColumnShape[], tail: string, opFilt
 }
 
 /**
- * One insert of a multi-part statement whose rows all travel in one JSON document: the rows are
- * read from `document -> key`, where `document` is SQL naming the jsonb value (for instance
- * `(select j from input)`). Answers the insert's text and the rows to put under `key`.
+ * One insert of a multi-part statement whose rows travel as a JSON array: `source` is SQL naming
+ * the jsonb array (for instance a parameter of the statement). Answers the insert's text and the
+ * rows to send as that array.
  *
  * With `ops`, each row carries the index of the operation it belongs to, and `opFilter` (constant
  * SQL over the `kassa_op` column) decides which rows are written: a batch can leave out the
  * operations that lost their idempotency claim in the same statement.
  */
-export function insertFromDocument<Table extends PgTable>(
+export function insertFromJson<Table extends PgTable>(
   table: Table,
   rows: ReadonlyArray<Table['$inferInsert']>,
-  source: { document: string; key: string },
+  source: string,
   options: { tail?: string; ops?: readonly number[]; opFilter?: string } = {},
 ): { text: string; rows: Record<string, unknown>[] } {
   const { shape, payload } = rowsAsJson(table, rows, options.ops)
   const opFilter = options.ops === undefined ? '' : (options.opFilter ?? 'true')
-  const cacheKey = `${source.document}\n${source.key}\n${options.tail ?? ''}\n${opFilter}`
-  let text = shape.documentInserts.get(cacheKey)
+  const cacheKey = `${source}\n${options.tail ?? ''}\n${opFilter}`
+  let text = shape.sourceInserts.get(cacheKey)
   if (text === undefined) {
     const { head, record, rest } = textOf(table, shape, options.tail ?? '', opFilter)
-    text = `${head}((select ${source.document} -> '${source.key}')) as (${record})${rest}`
-    shape.documentInserts.set(cacheKey, text)
+    text = `${head}(${source}) as (${record})${rest}`
+    shape.sourceInserts.set(cacheKey, text)
   }
   return { text, rows: payload }
 }
