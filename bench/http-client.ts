@@ -14,7 +14,7 @@ export interface HttpAnswer {
 }
 
 interface Pending {
-  text: string
+  bytes: Buffer
   resolve(answer: HttpAnswer): void
   reject(error: unknown): void
 }
@@ -36,18 +36,30 @@ const CHUNK_LINE_END = Buffer.from('\r\n')
 export function parseAnswer(buffer: Buffer): { answer: HttpAnswer; used: number } | undefined {
   const headerEnd = buffer.indexOf(HEADER_END)
   if (headerEnd < 0) return undefined
+  // The head is read as one latin1 string and scanned in place: this runs once per answer in a
+  // process that shares the machine with what it measures.
   const head = buffer.toString('latin1', 0, headerEnd)
-  const lines = head.split('\r\n')
-  const status = Number(lines[0]!.split(' ')[1])
-  if (!Number.isInteger(status)) throw new Error(`not an HTTP status line: ${lines[0]}`)
+  const firstLineEnd = head.indexOf('\r\n')
+  const statusLine = firstLineEnd < 0 ? head : head.slice(0, firstLineEnd)
+  const status = statusLine.startsWith('HTTP/') ? Number(statusLine.slice(statusLine.indexOf(' ') + 1, statusLine.indexOf(' ') + 4)) : Number.NaN
+  if (!Number.isInteger(status)) throw new Error(`not an HTTP status line: ${statusLine}`)
   let length: number | undefined
   let chunked = false
-  for (let index = 1; index < lines.length; index++) {
-    const line = lines[index]!
-    const colon = line.indexOf(':')
-    const name = line.slice(0, colon).trim().toLowerCase()
-    if (name === 'content-length') length = Number(line.slice(colon + 1).trim())
-    else if (name === 'transfer-encoding' && line.slice(colon + 1).toLowerCase().includes('chunked')) chunked = true
+  let lineStart = firstLineEnd < 0 ? head.length : firstLineEnd + 2
+  while (lineStart < head.length) {
+    let lineEnd = head.indexOf('\r\n', lineStart)
+    if (lineEnd < 0) lineEnd = head.length
+    const colon = head.indexOf(':', lineStart)
+    if (colon > lineStart && colon < lineEnd) {
+      // Only two header names matter; the others are skipped without building their strings.
+      const nameLength = colon - lineStart
+      if (nameLength === 14 || nameLength === 17) {
+        const name = head.slice(lineStart, colon).toLowerCase()
+        if (name === 'content-length') length = Number(head.slice(colon + 1, lineEnd).trim())
+        else if (name === 'transfer-encoding' && head.slice(colon + 1, lineEnd).toLowerCase().includes('chunked')) chunked = true
+      }
+    }
+    lineStart = lineEnd + 2
   }
   const bodyStart = headerEnd + HEADER_END.length
   if (!chunked) {
@@ -90,13 +102,23 @@ export class KeepAliveClient {
 
   /** Sends one request on an idle connection (a new one when none is idle) and resolves with its answer. */
   request(method: string, path: string, headers: Record<string, string>, body?: string): Promise<HttpAnswer> {
+    return this.send(this.prepare(method, path, headers, body))
+  }
+
+  /** A request as the bytes `send` writes: built once, sent as often as wanted (a load run repeats the same few). */
+  prepare(method: string, path: string, headers: Record<string, string>, body?: string): Buffer {
     let text = `${method} ${path} HTTP/1.1\r\nhost: ${this.host}\r\n`
     for (const name in headers) text += `${name}: ${headers[name]}\r\n`
     text += body === undefined ? '\r\n' : `content-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`
+    return Buffer.from(text)
+  }
+
+  /** Sends a prepared request (see `prepare`) and resolves with its answer. */
+  send(bytes: Buffer): Promise<HttpAnswer> {
     return new Promise<HttpAnswer>((resolve, reject) => {
-      const pending: Pending = { text, resolve, reject }
+      const pending: Pending = { bytes, resolve, reject }
       const connection = this.idle.pop()
-      if (connection !== undefined) this.send(connection, pending)
+      if (connection !== undefined) this.start(connection, pending)
       else void this.open(pending)
     })
   }
@@ -133,12 +155,12 @@ export class KeepAliveClient {
       pending.reject(error)
       return
     }
-    this.send(connection, pending)
+    this.start(connection, pending)
   }
 
-  private send(connection: Connection, pending: Pending): void {
+  private start(connection: Connection, pending: Pending): void {
     connection.pending = pending
-    connection.unsent = Buffer.from(pending.text)
+    connection.unsent = pending.bytes
     this.flush(connection)
   }
 
@@ -150,8 +172,11 @@ export class KeepAliveClient {
   }
 
   private received(connection: Connection, chunk: Uint8Array): void {
-    // Kept as a copy: the runtime may reuse the chunk's memory once this callback returns.
-    connection.buffer = connection.buffer.length === 0 ? Buffer.from(chunk) : Buffer.concat([connection.buffer, chunk])
+    // A whole answer in one chunk (the usual case) is parsed where it lies: its body is copied into
+    // a string, and nothing of the chunk is kept. Anything left over is kept as a copy, since the
+    // runtime may reuse the chunk's memory once this callback returns.
+    const view = Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength)
+    connection.buffer = connection.buffer.length === 0 ? view : Buffer.concat([connection.buffer, view])
     const pending = connection.pending
     if (pending === undefined) {
       this.lost(connection, new Error('bytes arrived with no request outstanding'))
@@ -164,7 +189,10 @@ export class KeepAliveClient {
       this.lost(connection, error)
       return
     }
-    if (parsed === undefined) return
+    if (parsed === undefined) {
+      if (connection.buffer === view) connection.buffer = Buffer.from(view)
+      return
+    }
     connection.buffer = connection.buffer.subarray(parsed.used)
     connection.pending = undefined
     if (connection.buffer.length > 0) {
