@@ -7,6 +7,10 @@ import { configForTests } from '../../server/config.ts'
 import { SYSTEM_ACCOUNTS } from '../../server/ledger/hot-balances.ts'
 import { expireDueHolds } from '../../server/modules/holds/service.ts'
 import { Payment } from '../../server/modules/payments/model.ts'
+import { eventRow } from '../../server/ledger/events.ts'
+import type { PaymentRow } from '../../server/ledger/writer.ts'
+import { newId } from '../../server/lib/ids.ts'
+import { DeclineRecorder } from '../../server/modules/payments/repo.ts'
 import { AUTHORIZATION_ANSWER_MARGIN_MS, AUTHORIZATION_BUDGET_MS, AUTHORIZATION_P99_MS, configurePayments } from '../../server/modules/payments/service.ts'
 import { startTestApp, type TestApp, type TestResponse } from '../support/app.ts'
 import { stallWriter as stallLedgerWriter } from '../support/writer.ts'
@@ -458,6 +462,53 @@ describe('past capacity', () => {
     }
     for (const id of approved) expect((await fx.call('POST', `/v1/payments/${id}/void`)).body.state).toBe('voided')
     await expectVerified(app)
+  })
+})
+
+describe('decline records', () => {
+  test('a decline the database refuses for good is dropped at once, not retried, and the declines after it are recorded', async () => {
+    // Declines that fail for any other reason (the database unreachable) are retried until they
+    // land: test/payments/proxy.test.ts finds every decline answered during an outage recorded.
+    const recorder = new DeclineRecorder(app.kassa.runtime.db)
+    const now = new Date()
+    const declined = (amount: bigint): PaymentRow => ({
+      id: newId('pay'),
+      orgId: fx.org.id,
+      accountId: payer,
+      asset: 'USDC',
+      amount,
+      requestedAmount: '1',
+      state: 'declined',
+      failureCode: 'insufficient_funds',
+      holdId: null,
+      capturedAmount: null,
+      merchantName: null,
+      merchantMcc: null,
+      description: null,
+      expiresAt: null,
+      createdAt: now,
+      closedAt: now,
+    })
+    try {
+      // More digits than the amount column holds: Postgres refuses the row itself (numeric overflow).
+      const refused = declined(10n ** 40n)
+      const outcome = await Promise.race([
+        recorder.record(refused, eventRow(fx.org.id, 'payment.declined', { paymentId: refused.id }, now)).then(
+          () => 'recorded',
+          () => 'refused',
+        ),
+        Bun.sleep(4_000).then(() => 'still being retried'),
+      ])
+      expect(outcome).toBe('refused')
+      const kept = declined(1_000_000n)
+      expect(await recorder.record(kept, eventRow(fx.org.id, 'payment.declined', { paymentId: kept.id }, now))).toBe('recorded')
+      expect(recorder.backlog).toBe(0)
+      expect((await fx.call('GET', `/v1/payments/${kept.id}`)).body).toMatchObject({ id: kept.id, state: 'declined', failureCode: 'insufficient_funds' })
+      expect((await fx.call('GET', `/v1/payments/${refused.id}`)).status).toBe(404)
+      expect(await eventsOf(kept.id)).toEqual(['payment.declined'])
+    } finally {
+      await recorder.stop()
+    }
   })
 })
 

@@ -4,6 +4,7 @@ import { events, payments } from '../../../db/schema/index.ts'
 import type { EventRow, PaymentRow } from '../../ledger/writer.ts'
 import { bulkInsert, upsertTail } from '../../../db/bulk.ts'
 import { insertRecords, recordId, type IdempotencyRow } from '../../platform/idempotency.ts'
+import { logFailure } from '../../lib/log.ts'
 
 export type PaymentRecord = typeof payments.$inferSelect
 
@@ -32,39 +33,112 @@ interface PendingDecline {
   reject(error: unknown): void
 }
 
+/** Longest pause between attempts while the database cannot be reached. */
+const RETRY_MAX_MS = 2_000
+/** Declines kept waiting for the database at most; past this a decline is answered but not recorded (logged). */
+const BACKLOG_MAX = 100_000
+
+/** The SQLSTATE of a database error, through the wrappers (drizzle wraps the driver's error as its cause). */
+function sqlStateOf(error: unknown): string | undefined {
+  for (let current = error, depth = 0; current !== undefined && current !== null && depth < 5; current = (current as { cause?: unknown }).cause, depth++) {
+    const code = (current as { code?: unknown }).code
+    if (typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code)) return code
+  }
+  return undefined
+}
+
+/**
+ * Postgres refused the rows themselves (bad data, a broken constraint, a statement it cannot run):
+ * writing them again cannot succeed. Anything else (the connection lost or refused, the server
+ * shutting down or out of resources) may pass on a later attempt.
+ */
+function refusedForGood(error: unknown): boolean {
+  const state = sqlStateOf(error)
+  return state !== undefined && (state.startsWith('22') || state.startsWith('23') || state.startsWith('42'))
+}
+
 /**
  * Declines are written in batches like approvals: whatever queued while a write was in flight goes
  * in the next transaction, so a burst of declines (an overloaded or unreachable database) costs a
  * few transactions, not one each. Each decline is written with its event and, with an
  * Idempotency-Key, its saved answer; a key held by a live record means an earlier request owns it,
  * and that decline is answered `key_taken` with nothing of it written.
+ *
+ * A decline answered while the database is unreachable is still recorded: a batch that fails for
+ * any reason but the rows themselves stays queued and is written again (backing off to one attempt
+ * every 2 s) until it commits, so every declined payment the caller was told about becomes readable
+ * and its `payment.declined` event is sent. A write whose reply was lost may have committed: the
+ * rows are written so that writing them again changes nothing. Memory stays bounded: past
+ * `backlogMax` waiting declines, a new one is refused here (and only logged by the caller).
  */
 export class DeclineRecorder {
   private queue: PendingDecline[] = []
   private flushing = false
+  private stopped = false
+  private flushed: (() => void) | undefined
 
   constructor(
     private readonly executor: Executor,
     private readonly batchMax = 500,
+    private readonly backlogMax = BACKLOG_MAX,
   ) {}
 
   record(row: PaymentRow, event: EventRow, record?: IdempotencyRow): Promise<'recorded' | 'key_taken'> {
+    if (this.stopped) return Promise.reject(new Error('decline records: the service is shutting down'))
+    if (this.queue.length >= this.backlogMax) return Promise.reject(new Error(`decline records: ${this.backlogMax} declines already wait for the database; this one is not recorded`))
     return new Promise((resolve, reject) => {
       this.queue.push({ row, event, record, resolve, reject })
       if (!this.flushing) void this.flush()
     })
   }
 
+  /** Declines waiting for the database right now. */
+  get backlog(): number {
+    return this.queue.length
+  }
+
+  /**
+   * At shutdown: what waits is written if the database takes it, but a failed write is no longer
+   * retried (those declines are refused). Resolves once the writing is over, or after `graceMs`.
+   */
+  async stop(graceMs = 2_000): Promise<void> {
+    this.stopped = true
+    if (!this.flushing) return
+    let timer: ReturnType<typeof setTimeout> | undefined
+    await Promise.race([new Promise<void>((resolve) => (this.flushed = resolve)), new Promise<void>((resolve) => (timer = setTimeout(resolve, graceMs)))])
+    clearTimeout(timer)
+  }
+
   private async flush(): Promise<void> {
     this.flushing = true
     try {
-      while (this.queue.length > 0) await this.write(this.queue.splice(0, this.batchMax))
+      for (let attempt = 0; this.queue.length > 0; ) {
+        // New declines only join the end of the queue, so the batch is still its front afterwards.
+        const batch = this.queue.slice(0, this.batchMax)
+        const outcome = await this.write(batch)
+        if (outcome.kind === 'written' || refusedForGood(outcome.error)) {
+          this.queue.splice(0, batch.length)
+          if (outcome.kind === 'written') for (const pending of batch) pending.resolve(outcome.taken.has(pending) ? 'key_taken' : 'recorded')
+          else for (const pending of batch) pending.reject(outcome.error)
+          attempt = 0
+          continue
+        }
+        const failure = outcome.error
+        // Shutting down: no retries; everything still waiting is refused (below).
+        if (this.stopped) break
+        if (attempt % 10 === 0) logFailure('payments.decline-retry', `payments: ${this.queue.length} decline record(s) wait for the database; retrying`, failure)
+        await Bun.sleep(Math.min(RETRY_MAX_MS, 50 * 2 ** Math.min(attempt, 6)))
+        attempt += 1
+      }
     } finally {
       this.flushing = false
+      if (this.stopped) for (const pending of this.queue.splice(0)) pending.reject(new Error('decline records: the service shut down before this decline was written'))
+      this.flushed?.()
     }
   }
 
-  private async write(batch: PendingDecline[]): Promise<void> {
+  /** Writes one batch: the declines whose key an earlier request holds (nothing of them written), or why it did not commit. */
+  private async write(batch: PendingDecline[]): Promise<{ kind: 'written'; taken: Set<PendingDecline> } | { kind: 'failed'; error: unknown }> {
     try {
       const taken = await this.executor.transaction(async (tx) => {
         const claiming = batch.filter((pending) => pending.record !== undefined)
@@ -74,13 +148,14 @@ export class DeclineRecorder {
         const kept = batch.filter((pending) => !lost.has(pending))
         if (kept.length > 0) {
           await queryPrepared(tx, bulkInsert(payments, kept.map((pending) => pending.row), upsertTail('id', ['state', 'failure_code', 'closed_at'])))
-          await queryPrepared(tx, bulkInsert(events, kept.map((pending) => pending.event)))
+          // A batch written again after a lost reply finds its events there already.
+          await queryPrepared(tx, bulkInsert(events, kept.map((pending) => pending.event), 'on conflict (id) do nothing'))
         }
         return lost
       })
-      for (const pending of batch) pending.resolve(taken.has(pending) ? 'key_taken' : 'recorded')
+      return { kind: 'written', taken }
     } catch (error) {
-      for (const pending of batch) pending.reject(error)
+      return { kind: 'failed', error }
     }
   }
 }

@@ -117,8 +117,9 @@ export function configurePayments(runtime: Runtime, options: { budgetMs: number 
  */
 export async function startPayments(runtime: Runtime): Promise<void> {
   const state = stateOf(runtime)
-  runtime.stoppers.unshift(() => {
+  runtime.stoppers.unshift(async () => {
     state.stopped = true
+    await state.declines.stop()
   })
   for (const row of await repo.authorizedPayments(runtime.db)) {
     const account = await runtime.ledger.accounts.find(row.accountId)
@@ -466,7 +467,8 @@ async function decline(runtime: Runtime, payment: PaymentRow, failureCode: Failu
     .catch((error: unknown) => logFailure('payments.decline-record', `payments: recording decline ${declined.id} failed`, error))
     .finally(() => state.unsettled.delete(declined.id))
   // With the database known to be failing or stalled, waiting for the record would only spend the
-  // budget: the decline is answered now and its record finishes (or fails) in the background.
+  // budget: the decline is answered now and its record is written in the background, retried until
+  // the database takes it (see `DeclineRecorder`); until then it is read from memory.
   if (!runtime.ledger.writer.healthy()) return { kind: 'answer', body }
   const outcome = await budget.race(write)
   if (outcome.kind === 'done' && outcome.value === 'key_taken') return replayTakenKey(runtime, payment.orgId, context, budget)
