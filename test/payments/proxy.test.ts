@@ -109,12 +109,26 @@ describe('authorization while the database connection fails', () => {
         }
       }
 
+      const keyedAuthorize = async () => {
+        const response = await fetch(`${base()}/v1/payments/authorize`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'idempotency-key': 'during-the-outage' },
+          body: JSON.stringify({ accountId, asset: 'USDC', amount: '2', description: 'keyed' }),
+          signal: AbortSignal.timeout(CLIENT_GIVE_UP_MS),
+        })
+        return { status: response.status, replayed: response.headers.get('idempotent-replayed'), body: (await response.json()) as any }
+      }
+
       const clients = Array.from({ length: CLIENTS }, client)
       await Bun.sleep(HEALTHY_MS)
       await setPhase('stalled')
       await Bun.sleep(STALLED_MS)
       await setPhase('closed')
-      await Bun.sleep(CLOSED_MS)
+      await Bun.sleep(CLOSED_MS / 2)
+      // With an Idempotency-Key while the database is away: a retry replays the first answer from
+      // memory (its record is not durable yet) instead of being decided again.
+      const keyedAnswers = [await keyedAuthorize(), await keyedAuthorize()]
+      await Bun.sleep(CLOSED_MS / 2)
       await setPhase('restored')
       const restoredAt = performance.now()
       let recoveredAfterMs: number | undefined
@@ -177,7 +191,16 @@ describe('authorization while the database connection fails', () => {
 
       // Late writes of fail-closed authorizations settle, and the declines answered during the
       // outage are written once the database is back (their writer retries); then the books are checked.
-      const payments = await settledPayments(call, accountId, answers.length, new Set(answers.map((answer) => answer.body.id as string)))
+      expect(keyedAnswers.map((answer) => ({ status: answer.status, replayed: answer.replayed, state: answer.body.state }))).toEqual([
+        { status: 201, replayed: null, state: 'declined' },
+        { status: 201, replayed: 'true', state: 'declined' },
+      ])
+      expect(keyedAnswers[1]!.body).toEqual(keyedAnswers[0]!.body)
+      const payments = await settledPayments(call, accountId, answers.length, new Set([...answers.map((answer) => answer.body.id as string), keyedAnswers[0]!.body.id]))
+      // Once the database is back the key's record is durable, and it holds that same answer.
+      const keyedLater = await keyedAuthorize()
+      expect({ replayed: keyedLater.replayed, body: keyedLater.body }).toEqual({ replayed: 'true', body: keyedAnswers[0]!.body })
+      expect(payments.find((payment) => payment.id === keyedAnswers[0]!.body.id)?.state).toBe('declined')
       const byId = new Map(payments.map((payment) => [payment.id, payment]))
       // Every answer is recorded as it was given: an approval as authorized, a decline as declined.
       const unlike = answers.filter((answer) => byId.get(answer.body.id)?.state !== answer.body.state)

@@ -240,6 +240,8 @@ export async function authorizePayment(runtime: Runtime, orgId: string, input: A
 }
 
 async function authorizeWithin(runtime: Runtime, orgId: string, input: AuthorizePaymentInput, context: AuthorizeContext, budget: Budget): Promise<AuthorizeAnswer> {
+  // The key was answered already and its record is not durable yet: that answer is replayed.
+  if (context.idempotency && stateOf(runtime).answersInFlight.has(inFlightId(orgId, context.idempotency.key))) return replayTakenKey(runtime, orgId, context, budget)
   const info = findAsset(input.asset)
   const amountMinor = info ? parseAmount(input.amount, info.decimals, 'amount') : (parseAmount(input.amount, UNKNOWN_ASSET_DECIMALS_MAX, 'amount'), null)
   const lookup = await budget.race(runtime.ledger.accounts.require(orgId, input.accountId, 'accountId'))
@@ -461,17 +463,32 @@ async function decline(runtime: Runtime, payment: PaymentRow, failureCode: Failu
   const body = JSON.stringify(view)
   const state = stateOf(runtime)
   state.unsettled.set(declined.id, declined)
-  const record = context.idempotency ? inlineRecord(context.idempotency, 201, body, runtime.clock.wallNowMs()) : undefined
+  const claim = context.idempotency
+  const record = claim ? inlineRecord(claim, 201, body, runtime.clock.wallNowMs()) : undefined
+  // Until the record (and with it the key's saved answer) is durable, a retry with the same key
+  // replays this answer from memory, rather than being decided again while the database is away.
+  const inFlight = claim ? { key: inFlightId(payment.orgId, claim.key), answer: { requestHash: claim.requestHash, body } } : undefined
+  if (inFlight) state.answersInFlight.set(inFlight.key, inFlight.answer)
+  const forgetAnswer = () => {
+    if (inFlight && state.answersInFlight.get(inFlight.key) === inFlight.answer) state.answersInFlight.delete(inFlight.key)
+  }
   const write = state.declines.record(declined, eventRow(payment.orgId, 'payment.declined', eventData(declined, externalId, { failureCode }, view.amount), payment.createdAt), record)
   write
     .catch((error: unknown) => logFailure('payments.decline-record', `payments: recording decline ${declined.id} failed`, error))
-    .finally(() => state.unsettled.delete(declined.id))
+    .finally(() => {
+      state.unsettled.delete(declined.id)
+      forgetAnswer()
+    })
   // With the database known to be failing or stalled, waiting for the record would only spend the
   // budget: the decline is answered now and its record is written in the background, retried until
   // the database takes it (see `DeclineRecorder`); until then it is read from memory.
   if (!runtime.ledger.writer.healthy()) return { kind: 'answer', body }
   const outcome = await budget.race(write)
-  if (outcome.kind === 'done' && outcome.value === 'key_taken') return replayTakenKey(runtime, payment.orgId, context, budget)
+  if (outcome.kind === 'done' && outcome.value === 'key_taken') {
+    // An earlier request owns the key: its answer is the one to replay, not this one.
+    forgetAnswer()
+    return replayTakenKey(runtime, payment.orgId, context, budget)
+  }
   return { kind: 'answer', body }
 }
 
