@@ -155,10 +155,28 @@ function authorize(base: string, target: Target): Promise<HttpAnswer> {
   if (CLIENT === 'fetch') {
     return fetch(`${base}/v1/payments/authorize`, { method: 'POST', headers: headers(), body: body() }).then(async (response) => ({ status: response.status, body: await response.text() }))
   }
-  let client = clients.get(base)
-  if (client === undefined) clients.set(base, (client = new KeepAliveClient(base)))
+  const client = clientFor(base)
   if (target.prepared?.client !== client) target.prepared = { client, bytes: client.prepare('POST', '/v1/payments/authorize', headers(), body()) }
   return client.send(target.prepared.bytes)
+}
+
+function clientFor(base: string): KeepAliveClient {
+  let client = clients.get(base)
+  if (client === undefined) clients.set(base, (client = new KeepAliveClient(base)))
+  return client
+}
+
+/**
+ * Before an open loop, the keep-alive client holds as many connections as a whole budget's worth
+ * of requests at the offered rate, opened 128 at a time, as a partner's pool of persistent
+ * connections would be: more requests can never be outstanding while the server keeps the budget.
+ * (Opening connections only when none was idle opened them in storms once answers slowed, and
+ * storms larger than Bun.serve's accept queue of 512 had SYNs dropped, each costing its request a
+ * one-second retransmission: `nstat` counted ListenOverflows in runs with answers over 1 s.)
+ */
+async function warmConnections(base: string, rate: number): Promise<void> {
+  if (CLIENT === 'fetch') return
+  await clientFor(base).warm(Math.ceil((rate * BUDGET_MS) / 1000))
 }
 
 /** Stops the server, closing the load generator's connections to it first. */
@@ -331,6 +349,7 @@ async function openLoop(base: string, serverPid: number, targets: Target[], rate
     void recorder.record(startedAt, authorize(base, target)).then(answered)
   }
   const drive = (durationMs: number) => paced(rate, durationMs, send)
+  await warmConnections(base, rate)
   await drive(WARMUP_MS)
   const before = await writerStats(base)
   const cpuBefore = cpuSnapshot(serverPid)

@@ -86,8 +86,47 @@ export function parseAnswer(buffer: Buffer): { answer: HttpAnswer; used: number 
   }
 }
 
+/** A first-in first-out queue of idle connections that takes from the front without moving the rest. */
+class IdleQueue {
+  private items: Array<Connection | undefined> = []
+  private head = 0
+
+  push(connection: Connection): void {
+    this.items.push(connection)
+  }
+
+  take(): Connection | undefined {
+    while (this.head < this.items.length) {
+      const connection = this.items[this.head]
+      this.items[this.head++] = undefined
+      if (this.head > 1024 && this.head * 2 > this.items.length) {
+        this.items = this.items.slice(this.head)
+        this.head = 0
+      }
+      if (connection !== undefined) return connection
+    }
+    return undefined
+  }
+
+  /** A connection that closed while idle is skipped when its turn comes. */
+  remove(connection: Connection): void {
+    const at = this.items.indexOf(connection, this.head)
+    if (at >= 0) this.items[at] = undefined
+  }
+
+  clear(): void {
+    this.items = []
+    this.head = 0
+  }
+}
+
 export class KeepAliveClient {
-  private readonly idle: Connection[] = []
+  /**
+   * Idle connections, oldest first: each request takes the one idle longest, so a warm pool is used
+   * round, and no connection sits idle long enough for the server to close it (Bun.serve closes a
+   * keep-alive connection idle for 10 s).
+   */
+  private readonly idle = new IdleQueue()
   private readonly all = new Set<Connection>()
   private readonly hostname: string
   private readonly port: number
@@ -117,7 +156,7 @@ export class KeepAliveClient {
   send(bytes: Buffer): Promise<HttpAnswer> {
     return new Promise<HttpAnswer>((resolve, reject) => {
       const pending: Pending = { bytes, resolve, reject }
-      const connection = this.idle.pop()
+      const connection = this.idle.take()
       if (connection !== undefined) this.start(connection, pending)
       else void this.open(pending)
     })
@@ -128,13 +167,38 @@ export class KeepAliveClient {
     return this.all.size
   }
 
+  /**
+   * Opens connections until `count` are open, `chunk` at a time, as a client with a pool of
+   * persistent connections has them before it sends. A load run that instead opens a connection
+   * whenever none is idle opens them in storms when answers slow down, and a storm larger than the
+   * server's accept queue (512 pending connections in Bun.serve, not configurable) has its SYNs
+   * dropped: each dropped one costs its request a one-second retransmission.
+   */
+  async warm(count: number, chunk = 128): Promise<void> {
+    while (this.all.size < count) {
+      const opening = Math.min(chunk, count - this.all.size)
+      await Promise.all(Array.from({ length: opening }, () => this.connect().then((connection) => this.idle.push(connection))))
+    }
+  }
+
   close(): void {
     for (const connection of this.all) connection.socket?.end()
     this.all.clear()
-    this.idle.length = 0
+    this.idle.clear()
   }
 
   private async open(pending: Pending): Promise<void> {
+    let connection: Connection
+    try {
+      connection = await this.connect()
+    } catch (error) {
+      pending.reject(error)
+      return
+    }
+    this.start(connection, pending)
+  }
+
+  private async connect(): Promise<Connection> {
     const connection: Connection = { socket: undefined, pending: undefined, buffer: Buffer.alloc(0), unsent: undefined, closed: false }
     this.all.add(connection)
     try {
@@ -152,10 +216,9 @@ export class KeepAliveClient {
       connection.socket.setNoDelay(true)
     } catch (error) {
       this.all.delete(connection)
-      pending.reject(error)
-      return
+      throw error
     }
-    this.start(connection, pending)
+    return connection
   }
 
   private start(connection: Connection, pending: Pending): void {
@@ -209,8 +272,7 @@ export class KeepAliveClient {
     if (connection.closed) return
     connection.closed = true
     this.all.delete(connection)
-    const at = this.idle.indexOf(connection)
-    if (at >= 0) this.idle.splice(at, 1)
+    this.idle.remove(connection)
     connection.socket?.end()
     const pending = connection.pending
     connection.pending = undefined

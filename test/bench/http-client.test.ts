@@ -39,8 +39,9 @@ describe('benchmark HTTP client against a real server', () => {
     server = Bun.serve({
       port: 0,
       hostname: '127.0.0.1',
-      async fetch(request) {
+      async fetch(request, self) {
         const url = new URL(request.url)
+        if (url.pathname === '/port') return new Response(String(self.requestIP(request)?.port))
         if (url.pathname === '/echo') return Response.json({ method: request.method, auth: request.headers.get('authorization'), body: await request.text() }, { status: 201 })
         if (url.pathname === '/stream') return new Response(new ReadableStream({ start(controller) { controller.enqueue(new TextEncoder().encode('part one, ')); controller.enqueue(new TextEncoder().encode('part two')); controller.close() } }))
         if (url.pathname === '/big') return new Response('x'.repeat(200_000))
@@ -64,6 +65,22 @@ describe('benchmark HTTP client against a real server', () => {
       expect(client.size).toBeLessThanOrEqual(20)
       expect(await client.request('GET', '/stream', {})).toEqual({ status: 200, body: 'part one, part two' })
       expect((await client.request('GET', '/nowhere', {})).status).toBe(404)
+    } finally {
+      client.close()
+    }
+  })
+
+  test('a warmed pool holds its connections, and each request takes the one idle longest', async () => {
+    const client = new KeepAliveClient(`http://127.0.0.1:${server.port}`)
+    try {
+      await client.warm(5, 2)
+      expect(client.size).toBe(5)
+      const ports: string[] = []
+      for (let round = 0; round < 10; round++) ports.push((await client.request('GET', '/port', {})).body)
+      expect(client.size).toBe(5)
+      // Round the pool: five distinct connections, then the same five in the same order.
+      expect(new Set(ports).size).toBe(5)
+      expect(ports.slice(5)).toEqual(ports.slice(0, 5))
     } finally {
       client.close()
     }
