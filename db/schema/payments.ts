@@ -1,3 +1,4 @@
+import { sql } from 'drizzle-orm'
 import { index, numeric, pgTable, text, timestamp } from 'drizzle-orm/pg-core'
 
 const money = (name: string) => numeric(name, { precision: 38, scale: 0, mode: 'bigint' })
@@ -30,5 +31,11 @@ export const payments = pgTable(
     createdAt: at('created_at').notNull(),
     closedAt: at('closed_at'),
   },
-  (table) => [index('payments_org_idx').on(table.orgId, table.id), index('payments_account_idx').on(table.orgId, table.accountId, table.id), index('payments_state_idx').on(table.state)],
+  // Only authorized payments are looked up by state (at start), so only they are in that index: a
+  // decline, capture, void or expiry writes no entry into it.
+  (table) => [
+    index('payments_org_idx').on(table.orgId, table.id),
+    index('payments_account_idx').on(table.orgId, table.accountId, table.id),
+    index('payments_authorized_idx').on(table.state).where(sql`${table.state} = 'authorized'`),
+  ],
 )

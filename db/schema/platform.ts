@@ -43,16 +43,16 @@ export const orgClocks = pgTable('org_clocks', {
 export const events = pgTable(
   'events',
   {
-    /** Commit-ordered position in the log; the public cursor is the event id, resolved to this. */
-    seq: bigserial('seq', { mode: 'bigint' }).primaryKey(),
-    id: text('id').notNull(),
+    /** Position in the log (with `txid`, see migration 0007); the public cursor is the event id, resolved to this. */
+    seq: bigserial('seq', { mode: 'bigint' }).notNull(),
+    /** The key: one index serves lookups by id and refuses a second row with it (no separate index on `seq`). */
+    id: text('id').primaryKey(),
     /** Null for platform-wide events (`vault.*`), which every organization sees. */
     orgId: text('org_id'),
     type: text('type').notNull(),
     data: jsonb('data').$type<Record<string, unknown>>().notNull(),
     createdAt: createdAt(),
   },
-  (table) => [uniqueIndex('events_id_unique').on(table.id)],
 )
 
 export const idempotencyRecords = pgTable(
