@@ -171,8 +171,8 @@ export class KeepAliveClient {
    * Opens connections until `count` are open, `chunk` at a time, as a client with a pool of
    * persistent connections has them before it sends. A load run that instead opens a connection
    * whenever none is idle opens them in storms when answers slow down, and a storm larger than the
-   * server's accept queue (512 pending connections in Bun.serve, not configurable) has its SYNs
-   * dropped: each dropped one costs its request a one-second retransmission.
+   * server's accept queue (512 pending connections in Bun.serve, which has no option to change it)
+   * has its SYNs dropped: each dropped one costs its request a one-second retransmission.
    */
   async warm(count: number, chunk = 128): Promise<void> {
     while (this.all.size < count) {
