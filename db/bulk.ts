@@ -176,6 +176,29 @@ export function insertFromJson<Table extends PgTable>(
   return { text, rows: payload }
 }
 
+const PARAMETER_MARK = '\u0001'
+
+/**
+ * SQL naming a jsonb parameter of a multi-part statement, by name: each part reads its rows from a
+ * parameter of its own. The mark is replaced by the parameter when the statement is assembled
+ * (`withJsonParameters`); it never meets input.
+ */
+export const jsonParameter = (name: string) => `${PARAMETER_MARK}${name}${PARAMETER_MARK}::jsonb`
+
+/** Statement text with `jsonParameter(name)` marks, as SQL whose marks are parameters holding `values[name]` as JSON. */
+export function withJsonParameters(text: string, values: Record<string, unknown>): SQL {
+  const pieces = text.split(PARAMETER_MARK)
+  const chunks: SQL[] = []
+  pieces.forEach((piece, index) => {
+    if (index % 2 === 0) chunks.push(sql.raw(piece))
+    else {
+      assert(piece in values, `the statement reads a parameter ${piece} it was not given`)
+      chunks.push(sql`${JSON.stringify(values[piece])}`)
+    }
+  })
+  return sql.join(chunks)
+}
+
 /** `ON CONFLICT (<target>) DO UPDATE SET` each of `columns` to the proposed row's value. */
 export function upsertTail(target: string, columns: readonly string[]): string {
   return `on conflict (${target}) do update set ${columns.map((column) => `${quoted(column)} = excluded.${quoted(column)}`).join(', ')}`

@@ -1,7 +1,7 @@
-import { inArray, sql, type SQL } from 'drizzle-orm'
+import { inArray, type SQL } from 'drizzle-orm'
 import type { PgTable } from 'drizzle-orm/pg-core'
 import type { IdempotencyRow } from '../platform/idempotency.ts'
-import { insertFromJson, OP_COLUMN, upsertTail } from '../../db/bulk.ts'
+import { insertFromJson, jsonParameter, OP_COLUMN, upsertTail, withJsonParameters } from '../../db/bulk.ts'
 import { queryPrepared, type Database, type Transaction } from '../../db/client.ts'
 import { chainArrivals, deposits, events, holds, idempotencyRecords, ledgerBalances, ledgerMovements, ledgerPostings, payments, transfers } from '../../db/schema/index.ts'
 import { assert } from '../lib/assert.ts'
@@ -181,28 +181,12 @@ const STALLED_BATCH_MS = 150
 const STALLED_BATCH_FACTOR = 20
 
 /**
- * Where a part of a batch's statement reads its rows: a jsonb parameter of its own, one per part.
- * Postgres parses each array once and each part reads its own, rather than every part extracting
- * its array from one large document (measured with `bench/batch-cost.ts`: about a tenth less
- * Postgres CPU per authorization). The marker is replaced by the parameter when the statement is
- * assembled (`withParameters`); it never meets input.
+ * Each part of a batch's statement reads its rows from a jsonb parameter of its own (`jsonParameter`),
+ * rather than every part extracting its array from one large document: Postgres parses each array
+ * once (measured with `bench/batch-cost.ts`: about a tenth less Postgres CPU per authorization).
  */
-const PARAMETER_MARK = '\u0001'
-const parameter = (name: string) => `${PARAMETER_MARK}${name}${PARAMETER_MARK}::jsonb`
-
-/** Statement text with `parameter(name)` marks, as SQL whose marks are parameters holding `values[name]` as JSON. */
-function withParameters(text: string, values: Record<string, unknown>): SQL {
-  const pieces = text.split(PARAMETER_MARK)
-  const chunks: SQL[] = []
-  pieces.forEach((piece, index) => {
-    if (index % 2 === 0) chunks.push(sql.raw(piece))
-    else {
-      assert(piece in values, `the batch statement reads a parameter ${piece} it was not given`)
-      chunks.push(sql`${JSON.stringify(values[piece])}`)
-    }
-  })
-  return sql.join(chunks)
-}
+const parameter = jsonParameter
+const withParameters = withJsonParameters
 /** SQL over `kassa_op`: the row's operation kept its idempotency claim. */
 const NOT_LOST = `${OP_COLUMN} not in (select op from lost)`
 

@@ -1,6 +1,6 @@
 import { and, eq, lt, sql } from 'drizzle-orm'
-import { bulkInsert, upsertTail } from '../../db/bulk.ts'
-import { queryPrepared, type Database, type Executor } from '../../db/client.ts'
+import { upsertTail } from '../../db/bulk.ts'
+import type { Database } from '../../db/client.ts'
 import { idempotencyRecords } from '../../db/schema/index.ts'
 import { ApiError } from '../lib/errors.ts'
 import { sha256Hex } from '../lib/hash.ts'
@@ -112,24 +112,12 @@ export interface InlineIdempotency {
 }
 
 /**
- * Inserts completed records; a key held by an expired record is taken over, a key held by a live
- * one is left alone. Answers the keys that were written (`<orgId>\n<key>`). One statement cannot
- * touch a row twice, so the rows must have distinct keys.
+ * Claiming a key inserts its record completed; a key held by an expired record is taken over, a key
+ * held by a live one is left alone (the ledger writer's and the decline recorder's statements read
+ * which keys were written from `returning org_id, key`). One statement cannot touch a row twice, so
+ * the rows of one claim must have distinct keys.
  */
-/** Claiming a key replaces an expired record with the same key, never a live one. */
 export const RECORD_CLAIM_TAIL = `${upsertTail('org_id, key', ['method', 'path', 'request_hash', 'request_body', 'state', 'response_status', 'response_body', 'created_at', 'locked_until', 'expires_at'])} where idempotency_records.expires_at <= excluded.created_at`
-
-export async function insertRecords(executor: Executor, rows: IdempotencyRow[]): Promise<Set<string>> {
-  const written = await queryPrepared<{ org_id: string; key: string }>(
-    executor,
-    bulkInsert(
-      idempotencyRecords,
-      rows,
-      `${RECORD_CLAIM_TAIL} returning org_id, key`,
-    ),
-  )
-  return new Set(written.map((row) => recordId(row.org_id, row.key)))
-}
 
 export const recordId = (orgId: string, key: string) => `${orgId}\n${key}`
 

@@ -11,6 +11,7 @@ import { eventRow } from '../../server/ledger/events.ts'
 import type { PaymentRow } from '../../server/ledger/writer.ts'
 import { newId } from '../../server/lib/ids.ts'
 import { DeclineRecorder } from '../../server/modules/payments/repo.ts'
+import { inlineRecord } from '../../server/platform/idempotency.ts'
 import { AUTHORIZATION_ANSWER_MARGIN_MS, AUTHORIZATION_BUDGET_MS, AUTHORIZATION_P99_MS, configurePayments } from '../../server/modules/payments/service.ts'
 import { startTestApp, type TestApp, type TestResponse } from '../support/app.ts'
 import { stallWriter as stallLedgerWriter } from '../support/writer.ts'
@@ -506,6 +507,63 @@ describe('decline records', () => {
       expect((await fx.call('GET', `/v1/payments/${kept.id}`)).body).toMatchObject({ id: kept.id, state: 'declined', failureCode: 'insufficient_funds' })
       expect((await fx.call('GET', `/v1/payments/${refused.id}`)).status).toBe(404)
       expect(await eventsOf(kept.id)).toEqual(['payment.declined'])
+    } finally {
+      await recorder.stop()
+    }
+  })
+})
+
+describe('decline records: keys', () => {
+  test('a batch claims each key once: a decline whose key a live record or an earlier decline of the batch holds is left unwritten and answered key_taken', async () => {
+    const recorder = new DeclineRecorder(app.kassa.runtime.db)
+    const now = new Date()
+    const nowMs = now.getTime()
+    const declined = (): PaymentRow => ({
+      id: newId('pay'),
+      orgId: fx.org.id,
+      accountId: payer,
+      asset: 'USDC',
+      amount: 1_000_000n,
+      requestedAmount: '1',
+      state: 'declined',
+      failureCode: 'insufficient_funds',
+      holdId: null,
+      capturedAmount: null,
+      merchantName: null,
+      merchantMcc: null,
+      description: null,
+      expiresAt: null,
+      createdAt: now,
+      closedAt: now,
+    })
+    const keyOf = (key: string, row: PaymentRow) =>
+      inlineRecord({ orgId: fx.org.id, key, method: 'POST', path: '/v1/payments/authorize', requestHash: `hash-${key}`, requestBody: {} }, 201, JSON.stringify({ id: row.id }), nowMs)
+    const record = (row: PaymentRow, key?: string) => recorder.record(row, eventRow(fx.org.id, 'payment.declined', { paymentId: row.id }, now), key === undefined ? undefined : keyOf(key, row))
+    const prefix = `claims-${Date.now()}`
+    try {
+      const owner = declined()
+      expect(await record(owner, `${prefix}-held`)).toBe('recorded')
+      // While the first of these is being written, the other four queue up and go in one batch.
+      const first = declined()
+      const [heldKey, fresh, sameKeyAgain, keyless] = [declined(), declined(), declined(), declined()]
+      const outcomes = await Promise.all([
+        record(first),
+        record(heldKey, `${prefix}-held`),
+        record(fresh, `${prefix}-fresh`),
+        record(sameKeyAgain, `${prefix}-fresh`),
+        record(keyless),
+      ])
+      expect(outcomes).toEqual(['recorded', 'key_taken', 'recorded', 'key_taken', 'recorded'])
+      const stored = async (row: PaymentRow) => (await fx.call('GET', `/v1/payments/${row.id}`)).status
+      expect(await Promise.all([owner, first, heldKey, fresh, sameKeyAgain, keyless].map(stored))).toEqual([200, 200, 404, 200, 404, 200])
+      expect(await eventsOf(heldKey.id)).toEqual([])
+      expect(await eventsOf(sameKeyAgain.id)).toEqual([])
+      expect(await eventsOf(fresh.id)).toEqual(['payment.declined'])
+      const saved = await queryRows<{ key: string; response_body: string }>(app.kassa.runtime.db, sql`select key, response_body from idempotency_records where key like ${`${prefix}-%`} order by key`)
+      expect(saved.map((row) => [row.key, JSON.parse(row.response_body).id])).toEqual([
+        [`${prefix}-fresh`, fresh.id],
+        [`${prefix}-held`, owner.id],
+      ])
     } finally {
       await recorder.stop()
     }

@@ -1,9 +1,9 @@
 import { and, asc, eq, gt, type SQL } from 'drizzle-orm'
 import { queryPrepared, type Executor } from '../../../db/client.ts'
-import { events, payments } from '../../../db/schema/index.ts'
+import { events, idempotencyRecords, payments } from '../../../db/schema/index.ts'
 import type { EventRow, PaymentRow } from '../../ledger/writer.ts'
-import { bulkInsert, upsertTail } from '../../../db/bulk.ts'
-import { insertRecords, recordId, type IdempotencyRow } from '../../platform/idempotency.ts'
+import { insertFromJson, jsonParameter, OP_COLUMN, upsertTail, withJsonParameters } from '../../../db/bulk.ts'
+import { RECORD_CLAIM_TAIL, recordId, type IdempotencyRow } from '../../platform/idempotency.ts'
 import { logFailure } from '../../lib/log.ts'
 
 export type PaymentRecord = typeof payments.$inferSelect
@@ -140,22 +140,63 @@ export class DeclineRecorder {
   /** Writes one batch: the declines whose key an earlier request holds (nothing of them written), or why it did not commit. */
   private async write(batch: PendingDecline[]): Promise<{ kind: 'written'; taken: Set<PendingDecline> } | { kind: 'failed'; error: unknown }> {
     try {
-      const taken = await this.executor.transaction(async (tx) => {
-        const claiming = batch.filter((pending) => pending.record !== undefined)
-        const unique = new Map(claiming.map((pending) => [recordId(pending.record!.orgId, pending.record!.key), pending]))
-        const written = unique.size > 0 ? await insertRecords(tx, [...unique.values()].map((pending) => pending.record!)) : new Set<string>()
-        const lost = new Set(claiming.filter((pending) => unique.get(recordId(pending.record!.orgId, pending.record!.key)) !== pending || !written.has(recordId(pending.record!.orgId, pending.record!.key))))
-        const kept = batch.filter((pending) => !lost.has(pending))
-        if (kept.length > 0) {
-          await queryPrepared(tx, bulkInsert(payments, kept.map((pending) => pending.row), upsertTail('id', ['state', 'failure_code', 'closed_at'])))
-          // A batch written again after a lost reply finds its events there already.
-          await queryPrepared(tx, bulkInsert(events, kept.map((pending) => pending.event), 'on conflict (id) do nothing'))
-        }
-        return lost
-      })
+      const { query, duplicates } = declineStatement(batch)
+      const lost = await queryPrepared<{ op: number | string }>(this.executor, query)
+      const taken = new Set(duplicates)
+      for (const row of lost) taken.add(batch[Number(row.op)]!)
       return { kind: 'written', taken }
     } catch (error) {
       return { kind: 'failed', error }
     }
   }
+}
+
+const PAYMENT_UPSERT = upsertTail('id', ['state', 'failure_code', 'closed_at'])
+/** SQL over `kassa_op`: the decline's idempotency claim held (or it had none). */
+const NOT_LOST = `${OP_COLUMN} not in (select op from lost)`
+
+/**
+ * A batch of declines as one statement that commits by itself, as the ledger writer writes its
+ * batches: the claims of their Idempotency-Keys, the payments and their events are parts of it,
+ * each reading its rows from a JSON parameter. One round trip and one commit for the batch (it was
+ * a transaction of four statements). A decline whose key is held by a live record is left out of
+ * every part and answered back (`lost`), as is a later decline of the batch with a key an earlier
+ * one claims. Its events are written so that writing the batch again after a lost reply changes
+ * nothing.
+ */
+function declineStatement(batch: PendingDecline[]): { query: SQL; duplicates: Set<PendingDecline> } {
+  const firstOfKey = new Map<string, number>()
+  const duplicates = new Set<PendingDecline>()
+  batch.forEach((pending, index) => {
+    if (pending.record === undefined) return
+    const id = recordId(pending.record.orgId, pending.record.key)
+    if (firstOfKey.has(id)) duplicates.add(pending)
+    else firstOfKey.set(id, index)
+  })
+  const kept = batch.map((pending, op) => ({ pending, op })).filter(({ pending }) => !duplicates.has(pending))
+  const claims = kept.filter(({ pending }) => pending.record !== undefined)
+  const values: Record<string, unknown> = {}
+  const parts: string[] = []
+  const filter = claims.length > 0 ? { ops: kept.map(({ op }) => op), opFilter: NOT_LOST } : {}
+  if (claims.length > 0) {
+    const part = insertFromJson(idempotencyRecords, claims.map(({ pending }) => pending.record!), jsonParameter('claims'), { tail: `${RECORD_CLAIM_TAIL} returning org_id, key` })
+    // The claim's key again, under names the `lost` part reads (the insert reads positional fields).
+    values.claims = part.rows.map((row, index) => ({ ...row, org_id: claims[index]!.pending.record!.orgId, key: claims[index]!.pending.record!.key, [OP_COLUMN]: claims[index]!.op }))
+    parts.push(`claimed as (${part.text})`)
+    parts.push(
+      `lost as (select c.${OP_COLUMN} as op from jsonb_to_recordset(${jsonParameter('claims')}) as c(org_id text, key text, ${OP_COLUMN} integer)
+        where not exists (select 1 from claimed w where w.org_id = c.org_id and w.key = c.key))`,
+    )
+  }
+  if (kept.length > 0) {
+    const paymentsPart = insertFromJson(payments, kept.map(({ pending }) => pending.row), jsonParameter('payments'), { tail: PAYMENT_UPSERT, ...filter })
+    values.payments = paymentsPart.rows
+    parts.push(`payments as (${paymentsPart.text})`)
+    const eventsPart = insertFromJson(events, kept.map(({ pending }) => pending.event), jsonParameter('events'), { tail: 'on conflict (id) do nothing', ...filter })
+    values.events = eventsPart.rows
+    parts.push(`events as (${eventsPart.text})`)
+  }
+  const answer = claims.length > 0 ? 'select op from lost' : 'select null::integer as op where false'
+  const text = parts.length > 0 ? `with ${parts.join(',\n')}\n${answer}` : answer
+  return { query: withJsonParameters(text, values), duplicates }
 }
