@@ -57,6 +57,28 @@ async function expectRefused(send: () => Promise<TestResponse>, status: number, 
   expect({ ledger: await ledgerState(app), payments: await paymentCount() }).toEqual(before)
 }
 
+/** A declined payment's row as the decline recorder is given it, on the fixture's card holder. */
+function declinedRow(amount: bigint, at: Date): PaymentRow {
+  return {
+    id: newId('pay'),
+    orgId: fx.org.id,
+    accountId: payer,
+    asset: 'USDC',
+    amount,
+    requestedAmount: '1',
+    state: 'declined',
+    failureCode: 'insufficient_funds',
+    holdId: null,
+    capturedAmount: null,
+    merchantName: null,
+    merchantMcc: null,
+    description: null,
+    expiresAt: null,
+    createdAt: at,
+    closedAt: at,
+  }
+}
+
 describe('authorize', () => {
   test('an approval holds the amount and is authorized for 24 h on the organization clock', async () => {
     const response = await authorize('30')
@@ -472,24 +494,7 @@ describe('decline records', () => {
     // land: test/payments/proxy.test.ts finds every decline answered during an outage recorded.
     const recorder = new DeclineRecorder(app.kassa.runtime.db)
     const now = new Date()
-    const declined = (amount: bigint): PaymentRow => ({
-      id: newId('pay'),
-      orgId: fx.org.id,
-      accountId: payer,
-      asset: 'USDC',
-      amount,
-      requestedAmount: '1',
-      state: 'declined',
-      failureCode: 'insufficient_funds',
-      holdId: null,
-      capturedAmount: null,
-      merchantName: null,
-      merchantMcc: null,
-      description: null,
-      expiresAt: null,
-      createdAt: now,
-      closedAt: now,
-    })
+    const declined = (amount: bigint) => declinedRow(amount, now)
     try {
       // More digits than the amount column holds: Postgres refuses the row itself (numeric overflow).
       const refused = declined(10n ** 40n)
@@ -511,31 +516,12 @@ describe('decline records', () => {
       await recorder.stop()
     }
   })
-})
 
-describe('decline records: keys', () => {
   test('a batch claims each key once: a decline whose key a live record or an earlier decline of the batch holds is left unwritten and answered key_taken', async () => {
     const recorder = new DeclineRecorder(app.kassa.runtime.db)
     const now = new Date()
     const nowMs = now.getTime()
-    const declined = (): PaymentRow => ({
-      id: newId('pay'),
-      orgId: fx.org.id,
-      accountId: payer,
-      asset: 'USDC',
-      amount: 1_000_000n,
-      requestedAmount: '1',
-      state: 'declined',
-      failureCode: 'insufficient_funds',
-      holdId: null,
-      capturedAmount: null,
-      merchantName: null,
-      merchantMcc: null,
-      description: null,
-      expiresAt: null,
-      createdAt: now,
-      closedAt: now,
-    })
+    const declined = () => declinedRow(1_000_000n, now)
     const keyOf = (key: string, row: PaymentRow) =>
       inlineRecord({ orgId: fx.org.id, key, method: 'POST', path: '/v1/payments/authorize', requestHash: `hash-${key}`, requestBody: {} }, 201, JSON.stringify({ id: row.id }), nowMs)
     const record = (row: PaymentRow, key?: string) => recorder.record(row, eventRow(fx.org.id, 'payment.declined', { paymentId: row.id }, now), key === undefined ? undefined : keyOf(key, row))
