@@ -23,9 +23,11 @@ export const AUTHORIZATION_BUDGET_MS = 500
 /**
  * The decision is due this long before the budget ends: the rest is for what happens outside the
  * handler (the request waiting to be read, the answer being written) on a loaded machine, so the
- * caller has the answer within the budget, not just the handler.
+ * caller has the answer within the budget, not just the handler. At 10,000/s offered the server's
+ * loop ran up to 74 ms late and the caller read its answers up to 35 ms late in one run, and the
+ * slowest answer took 490 ms with 100 ms here; with 150 ms, 373 and 388 ms in the next two runs.
  */
-export const AUTHORIZATION_ANSWER_MARGIN_MS = 100
+export const AUTHORIZATION_ANSWER_MARGIN_MS = 150
 /**
  * The contract's p99 for an authorization's answer. Past capacity (a standing queue at the ledger
  * writer, not a burst) an authorization is admitted only if it would commit this long before the
