@@ -180,13 +180,6 @@ const FAIL_FAST_MS = 250
 const STALLED_BATCH_MS = 150
 const STALLED_BATCH_FACTOR = 20
 
-/**
- * Each part of a batch's statement reads its rows from a jsonb parameter of its own (`jsonParameter`),
- * rather than every part extracting its array from one large document: Postgres parses each array
- * once (measured with `bench/batch-cost.ts`: about a tenth less Postgres CPU per authorization).
- */
-const parameter = jsonParameter
-const withParameters = withJsonParameters
 /** SQL over `kassa_op`: the row's operation kept its idempotency claim. */
 const NOT_LOST = `${OP_COLUMN} not in (select op from lost)`
 
@@ -599,8 +592,11 @@ export class GroupCommitWriter {
   }
 
   /**
-   * The batch as one statement: each table is one data-modifying CTE reading its rows from a JSON
-   * parameter of its own (the order guard's figures are `input`), the balances are updated by adding the batch's deltas (Postgres adds them to
+   * The batch as one statement: each table is one data-modifying CTE reading its rows from a jsonb
+   * parameter of its own (`jsonParameter`; Postgres parses each array once, where extracting every
+   * part from one large document cost about a tenth more Postgres CPU per authorization in
+   * `bench/batch-cost.ts`), the order guard's figures are `input`, the balances are updated by
+   * adding the batch's deltas (Postgres adds them to
    * what it holds, so its own checks, no negative customer bucket and total = available + held +
    * in flight, judge the real result), and the order guard moves from this batch's predecessor to
    * it or the statement refuses itself. Operations whose idempotency claim finds the key held are
@@ -619,19 +615,19 @@ export class GroupCommitWriter {
       const part = insertFromJson(
         table,
         entries.map((entry) => entry.row),
-        parameter(name),
+        jsonParameter(name),
         filtered ? { tail, ops: entries.map((entry) => entry.op), opFilter: NOT_LOST } : { tail },
       )
       values[name] = part.rows
       parts.push(`${name} as (${part.text})`)
     }
     if (filtered) {
-      const part = insertFromJson(idempotencyRecords, claims.map((entry) => entry.row), parameter('claims'), { tail: `${RECORD_CLAIM_TAIL} returning org_id, key` })
+      const part = insertFromJson(idempotencyRecords, claims.map((entry) => entry.row), jsonParameter('claims'), { tail: `${RECORD_CLAIM_TAIL} returning org_id, key` })
       // The claim's key again, under names the `lost` part reads (the insert reads positional fields).
       values.claims = part.rows.map((row, index) => ({ ...row, org_id: claims[index]!.row.orgId, key: claims[index]!.row.key, [OP_COLUMN]: claims[index]!.op }))
       parts.push(`claimed as (${part.text})`)
       parts.push(
-        `lost as (select c.${OP_COLUMN} as op from jsonb_to_recordset(${parameter('claims')}) as c(org_id text, key text, ${OP_COLUMN} integer)
+        `lost as (select c.${OP_COLUMN} as op from jsonb_to_recordset(${jsonParameter('claims')}) as c(org_id text, key text, ${OP_COLUMN} integer)
           where not exists (select 1 from claimed w where w.org_id = c.org_id and w.key = c.key))`,
       )
     }
@@ -679,13 +675,13 @@ export class GroupCommitWriter {
       values.answers = answers.map(({ row, op }) => ({ org_id: row.orgId, key: row.key, response_status: row.responseStatus, response_body: row.responseBody, [OP_COLUMN]: op }))
       parts.push(
         `answers as (update idempotency_records r set response_status = a.response_status, response_body = a.response_body
-          from jsonb_to_recordset(${parameter('answers')}) as a(org_id text, key text, response_status integer, response_body text, ${OP_COLUMN} integer)
+          from jsonb_to_recordset(${jsonParameter('answers')}) as a(org_id text, key text, response_status integer, response_body text, ${OP_COLUMN} integer)
           where r.org_id = a.org_id and r.key = a.key${filtered ? ` and a.${NOT_LOST}` : ''})`,
       )
     }
     const lostRows = filtered ? `\nunion all select 'lost', op::text, null, null, null, null, null, null, null from lost` : ''
-    return withParameters(
-      `with input as (select ${parameter('input')} as j), ${parts.join(',\n')}
+    return withJsonParameters(
+      `with input as (select ${jsonParameter('input')} as j), ${parts.join(',\n')}
 select 'balance' as part, org_id, account_id, asset, kind, available::text, held::text, in_flight::text, total::text from created
 union all select 'balance', org_id, account_id, asset, kind, available::text, held::text, in_flight::text, total::text from updated${lostRows}
 union all select 'refused', kassa_refuse('ledger writer: batch ' || (select j ->> 'seq' from input) || ' of ' || (select j ->> 'writer' from input) || ' arrived out of order; an earlier batch did not commit'), null, null, null, null, null, null, null
@@ -832,13 +828,13 @@ const DEPOSIT_TAIL = upsertTail('id', ['state', 'received_amount', 'amount_match
 
 /** The batch's deltas, one row per balance (no operation can be left out). */
 const BALANCE_DELTAS = `d as (
-  select * from jsonb_to_recordset(${parameter('balances')})
+  select * from jsonb_to_recordset(${jsonParameter('balances')})
     as d(org_id text, account_id text, asset text, kind text, available numeric, held numeric, in_flight numeric))`
 
 /** The batch's deltas per operation, summed without the operations that lost their claim. */
 const BALANCE_DELTAS_PER_OPERATION = `d as (
   select org_id, account_id, asset, kind, sum(available) as available, sum(held) as held, sum(in_flight) as in_flight
-  from jsonb_to_recordset(${parameter('balances')})
+  from jsonb_to_recordset(${jsonParameter('balances')})
     as x(org_id text, account_id text, asset text, kind text, available numeric, held numeric, in_flight numeric, ${OP_COLUMN} integer)
   where ${NOT_LOST}
   group by org_id, account_id, asset, kind)`

@@ -30,9 +30,9 @@ export const AUTHORIZATION_BUDGET_MS = 500
 export const AUTHORIZATION_ANSWER_MARGIN_MS = 150
 /**
  * The contract's p99 for an authorization's answer. Past capacity (a standing queue at the ledger
- * writer, not a burst) an authorization is admitted only if it would commit this long before the
- * p99, less the answer margin; the rest are declined at once. Without it the queue settled at the
- * hard budget and approvals took 300 to 450 ms past capacity.
+ * writer, not a burst) an authorization is admitted only if it would commit within this less the
+ * answer margin; the rest are declined at once. Without it the queue settled at the hard budget
+ * and approvals took 300 to 450 ms past capacity.
  */
 export const AUTHORIZATION_P99_MS = 300
 /** How long the writer's queue must stay above its target before it counts as standing (CoDel's interval). */
@@ -242,8 +242,9 @@ export async function authorizePayment(runtime: Runtime, orgId: string, input: A
 }
 
 async function authorizeWithin(runtime: Runtime, orgId: string, input: AuthorizePaymentInput, context: AuthorizeContext, budget: Budget): Promise<AuthorizeAnswer> {
+  const state = stateOf(runtime)
   // The key was answered already and its record is not durable yet: that answer is replayed.
-  if (context.idempotency && stateOf(runtime).answersInFlight.has(inFlightId(orgId, context.idempotency.key))) return replayTakenKey(runtime, orgId, context, budget)
+  if (context.idempotency && state.answersInFlight.has(inFlightId(orgId, context.idempotency.key))) return replayTakenKey(runtime, orgId, context, budget)
   const info = findAsset(input.asset)
   const amountMinor = info ? parseAmount(input.amount, info.decimals, 'amount') : (parseAmount(input.amount, UNKNOWN_ASSET_DECIMALS_MAX, 'amount'), null)
   const lookup = await budget.race(runtime.ledger.accounts.require(orgId, input.accountId, 'accountId'))
@@ -281,8 +282,7 @@ async function authorizeWithin(runtime: Runtime, orgId: string, input: Authorize
     const waitMs = runtime.ledger.writer.expectedWaitMs()
     const decidedAt = performance.now()
     const remainingMs = budget.deadline - decidedAt
-    const { writerQueue } = stateOf(runtime)
-    if (waitMs > (writerQueue.observe(waitMs, decidedAt) ? Math.min(remainingMs, writerQueue.targetMs) : remainingMs)) {
+    if (waitMs > (state.writerQueue.observe(waitMs, decidedAt) ? Math.min(remainingMs, state.writerQueue.targetMs) : remainingMs)) {
       return decline(runtime, { ...row, expiresAt: null, holdId: null }, 'processing_timeout', account.externalId, budget, context)
     }
     submitted = reserve(runtime, row, info, amountMinor, account.externalId, now, context, budget.deadline)
