@@ -135,6 +135,12 @@ interface LoadFigures {
    * many, how many took longer than 3 ms and 20 ms, and the bucket bound their p99 fell under.
    */
   commits: { count: number; over3Ms: number; over20Ms: number; p99AtMostMs: number | null }
+  /**
+   * The server's own view of its authorizations during the run (`GET /ops/v1/payments/stats`): from
+   * each one's arrival to its answer, the bucket bounds its p50 and p99 fell under and how many took
+   * longer than 3 ms. The rest of a caller's latency is the kernel's queues and the caller itself.
+   */
+  served: { count: number; over3Ms: number; p50AtMostMs: number | null; p99AtMostMs: number | null }
   /** CPU per answered request (µs) of the load generator, the server and Postgres, and how busy the machine was. */
   cpu: { generatorUs: number; serverUs: number; postgresUs: number; machineBusyPercent: number; machineStolenMs: number }
 }
@@ -245,11 +251,22 @@ async function writerStats(base: string): Promise<WriterStats> {
   return (await call(base, 'GET', '/ops/v1/ledger/stats', OPERATOR_TOKEN)).body
 }
 
-function summarize(mode: string, groupCommit: boolean, recorder: Recorder, elapsedMs: number, extra: { offered?: number; connections?: number; before: WriterStats; after: WriterStats; cpuBefore: CpuSnapshot; cpuAfter: CpuSnapshot }): LoadFigures {
+/** The writer's counters and the server's own authorization latencies (arrival to answer), read before and after a run. */
+interface ServerStats extends WriterStats {
+  answerLatencyMs: HistogramSnapshot
+}
+
+async function serverStats(base: string): Promise<ServerStats> {
+  const [writer, payments] = await Promise.all([writerStats(base), call(base, 'GET', '/ops/v1/payments/stats', OPERATOR_TOKEN)])
+  return { ...writer, answerLatencyMs: payments.body.answerLatencyMs }
+}
+
+function summarize(mode: string, groupCommit: boolean, recorder: Recorder, elapsedMs: number, extra: { offered?: number; connections?: number; before: ServerStats; after: ServerStats; cpuBefore: CpuSnapshot; cpuAfter: CpuSnapshot }): LoadFigures {
   const sorted = recorder.latencies.sort((a, b) => a - b)
   const batches = extra.after.committedBatches - extra.before.committedBatches
   const operations = extra.after.committedOperations - extra.before.committedOperations
   const commits = histogramBetween(extra.before.commitLatencyMs, extra.after.commitLatencyMs)
+  const served = histogramBetween(extra.before.answerLatencyMs, extra.after.answerLatencyMs)
   return {
     mode,
     groupCommit,
@@ -269,6 +286,7 @@ function summarize(mode: string, groupCommit: boolean, recorder: Recorder, elaps
     transactionsPerSecond: Math.round((batches / elapsedMs) * 1000),
     operationsPerTransaction: batches === 0 ? 0 : round2(operations / batches),
     commits: { count: commits.count, over3Ms: countAbove(commits, 3), over20Ms: countAbove(commits, 20), p99AtMostMs: quantileBound(commits, 0.99) },
+    served: { count: served.count, over3Ms: countAbove(served, 3), p50AtMostMs: quantileBound(served, 0.5), p99AtMostMs: quantileBound(served, 0.99) },
     cpu: cpuPerOperation(extra.cpuBefore, extra.cpuAfter, sorted.length),
   }
 }
@@ -288,7 +306,7 @@ async function closedLoop(base: string, serverPid: number, targets: Target[], gr
   }
   const running = Array.from({ length: CONNECTIONS }, (_, index) => connection(index))
   await Bun.sleep(WARMUP_MS)
-  const before = await writerStats(base)
+  const before = await serverStats(base)
   const cpuBefore = cpuSnapshot(serverPid)
   recorder.recording = true
   const startedAt = performance.now()
@@ -296,7 +314,7 @@ async function closedLoop(base: string, serverPid: number, targets: Target[], gr
   recorder.recording = false
   const cpuAfter = cpuSnapshot(serverPid)
   const elapsed = performance.now() - startedAt
-  const after = await writerStats(base)
+  const after = await serverStats(base)
   stop = true
   await Promise.all(running)
   return summarize(`closed loop, ${CONNECTIONS} connections`, groupCommit, recorder, elapsed, {
@@ -359,7 +377,7 @@ async function openLoop(base: string, serverPid: number, targets: Target[], rate
   const drive = (durationMs: number) => paced(rate, durationMs, send)
   await warmConnections(base, rate)
   await drive(WARMUP_MS)
-  const before = await writerStats(base)
+  const before = await serverStats(base)
   const cpuBefore = cpuSnapshot(serverPid)
   recorder.recording = true
   const drivenFrom = performance.now()
@@ -379,7 +397,7 @@ async function openLoop(base: string, serverPid: number, targets: Target[], rate
   if (outstanding > 0) await new Promise<void>((resolve) => (allAnswered = resolve))
   recorder.recording = false
   const cpuAfter = cpuSnapshot(serverPid)
-  const after = await writerStats(base)
+  const after = await serverStats(base)
   // Until the last answer: a server that falls behind is credited only with what it answered.
   const elapsed = Math.max(DURATION_MS, recorder.lastAnsweredAt - drivenFrom)
   return {
@@ -436,7 +454,7 @@ async function httpRuns(groupCommit: boolean): Promise<LoadFigures[]> {
     const figures: LoadFigures[] = []
     const print = (result: LoadFigures) => {
       console.log(
-        `${groupCommit ? 'group commit on ' : 'group commit off'} | ${result.mode.padEnd(32)} | ${String(result.throughputPerSecond).padStart(6)}/s approved | p50 ${result.p50Ms} ms | p99 ${result.p99Ms} ms${result.p99FromSendMs === undefined ? '' : ` (from send ${result.p99FromSendMs} ms)`} | max ${result.maxMs} ms | >${BUDGET_MS} ms: ${result.overBudget} | declined ${result.declined} | errors ${result.errors} | ${result.operationsPerTransaction} ops/tx${result.serverLagMaxMs === undefined ? '' : ` | server loop lag max ${result.serverLagMaxMs} ms | generator sent late by up to ${result.generatorLateMaxMs} ms`} | commits ${result.commits.count}, >3 ms ${result.commits.over3Ms}, >20 ms ${result.commits.over20Ms}, p99 <= ${result.commits.p99AtMostMs ?? '>1000'} ms | CPU per answer: generator ${result.cpu.generatorUs} µs, server ${result.cpu.serverUs} µs, Postgres ${result.cpu.postgresUs} µs, machine ${result.cpu.machineBusyPercent}% busy, ${result.cpu.machineStolenMs} ms stolen by the host${result.errors > 0 ? ` | ${JSON.stringify(result.errorKinds)}` : ''}`,
+        `${groupCommit ? 'group commit on ' : 'group commit off'} | ${result.mode.padEnd(32)} | ${String(result.throughputPerSecond).padStart(6)}/s approved | p50 ${result.p50Ms} ms | p99 ${result.p99Ms} ms${result.p99FromSendMs === undefined ? '' : ` (from send ${result.p99FromSendMs} ms)`} | max ${result.maxMs} ms | >${BUDGET_MS} ms: ${result.overBudget} | declined ${result.declined} | errors ${result.errors} | ${result.operationsPerTransaction} ops/tx${result.serverLagMaxMs === undefined ? '' : ` | server loop lag max ${result.serverLagMaxMs} ms | generator sent late by up to ${result.generatorLateMaxMs} ms`} | commits ${result.commits.count}, >3 ms ${result.commits.over3Ms}, >20 ms ${result.commits.over20Ms}, p99 <= ${result.commits.p99AtMostMs ?? '>1000'} ms | in the server: p50 <= ${result.served.p50AtMostMs ?? '>1000'} ms, p99 <= ${result.served.p99AtMostMs ?? '>1000'} ms, >3 ms ${result.served.over3Ms} | CPU per answer: generator ${result.cpu.generatorUs} µs, server ${result.cpu.serverUs} µs, Postgres ${result.cpu.postgresUs} µs, machine ${result.cpu.machineBusyPercent}% busy, ${result.cpu.machineStolenMs} ms stolen by the host${result.errors > 0 ? ` | ${JSON.stringify(result.errorKinds)}` : ''}`,
       )
       figures.push(result)
     }
@@ -591,6 +609,14 @@ const markdown = [
   '| group commit | load | batches committed | slower than 3 ms | slower than 20 ms | p99 at most ms |',
   '|---|---|---|---|---|---|',
   ...[...on, ...off].map((figure) => `| ${figure.groupCommit ? 'on' : 'off'} | ${figure.mode} | ${figure.commits.count} | ${figure.commits.over3Ms} | ${figure.commits.over20Ms} | ${figure.commits.p99AtMostMs ?? '> 1000'} |`),
+  '',
+  '### In the server: from each authorization\'s arrival to its answer',
+  '',
+  'Read from the server\'s own latency histogram (`GET /ops/v1/payments/stats`): the time an authorization spent in the server, approved or declined, from before rate limiting and parsing to the answer. What the caller measured beyond this was spent in the kernel\'s queues (the server\'s loop busy or the process not running) and in the load generator.',
+  '',
+  '| group commit | load | answered | p50 at most ms | p99 at most ms | longer than 3 ms |',
+  '|---|---|---|---|---|---|',
+  ...[...on, ...off].map((figure) => `| ${figure.groupCommit ? 'on' : 'off'} | ${figure.mode} | ${figure.served.count} | ${figure.served.p50AtMostMs ?? '> 1000'} | ${figure.served.p99AtMostMs ?? '> 1000'} | ${figure.served.over3Ms} |`),
   '',
   '### Where the machine went (CPU per answer, read from /proc) and who was late',
   '',

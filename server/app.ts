@@ -11,7 +11,7 @@ import { depositsRoutes, suspenseOpsRoutes } from './modules/deposits/routes.ts'
 import { startDeposits } from './modules/deposits/service.ts'
 import { balancesRoutes, sandboxFundingRoutes } from './modules/balances/routes.ts'
 import { holdsRoutes } from './modules/holds/routes.ts'
-import { paymentsRoutes } from './modules/payments/routes.ts'
+import { paymentsOpsRoutes, paymentsRoutes } from './modules/payments/routes.ts'
 import { startPayments } from './modules/payments/service.ts'
 import { startHoldExpiry } from './modules/holds/service.ts'
 import { eventsOpsRoutes, eventsRoutes } from './modules/events/routes.ts'
@@ -57,6 +57,7 @@ export function buildApp(runtime: Runtime) {
     .use(transfersRoutes(runtime, access))
     .use(quotesRoutes(runtime, access))
     .use(paymentsRoutes(runtime, access, idempotency))
+    .use(paymentsOpsRoutes(runtime))
     .use(depositsRoutes(runtime, access))
     .use(suspenseOpsRoutes(runtime))
     .use(allowlistRoutes(runtime, access))

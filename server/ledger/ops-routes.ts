@@ -13,6 +13,21 @@ const VerifyReportSchema = t.Object({
   problems: t.Array(t.Object({ check: t.String(), detail: t.Record(t.String(), t.String()) })),
 })
 
+/** A `LatencyHistogram` snapshot (`server/lib/histogram.ts`) of `what`, cumulative since this instance started. */
+export function histogramSchema(what: string, description: string) {
+  return t.Object(
+    {
+      count: t.Integer({ description: `How many ${what} since this instance started` }),
+      sumMs: t.Number(),
+      maxMs: t.Number({ description: `The slowest of the ${what} since this instance started` }),
+      buckets: t.Array(t.Object({ leMs: t.Union([t.Number(), t.Null()]), count: t.Integer() }), {
+        description: `Per bucket, not cumulative: ${what} slower than the previous bound and at most leMs (null: slower than every bound). Subtract two readings to see a window.`,
+      }),
+    },
+    { description },
+  )
+}
+
 const AccountStatus = t.Object({ id: t.String(), orgId: t.String(), status: t.Union([t.Literal('active'), t.Literal('frozen')]) })
 
 /** Operator routes of the ledger (under /ops/v1, authenticated by the operator token; all organizations). */
@@ -49,17 +64,7 @@ export function ledgerOpsRoutes(runtime: Runtime) {
           committedBatches: t.Integer({ description: 'Database transactions that committed them' }),
           queued: t.Integer({ description: 'Operations waiting for the writer right now' }),
           eventLoopLagMs: t.Number({ description: 'How late the event loop ran lately (the largest lag of the last 200 to 400 ms)' }),
-          commitLatencyMs: t.Object(
-            {
-              count: t.Integer({ description: 'Batches committed since this instance started' }),
-              sumMs: t.Number(),
-              maxMs: t.Number({ description: 'The slowest commit since this instance started' }),
-              buckets: t.Array(t.Object({ leMs: t.Union([t.Number(), t.Null()]), count: t.Integer() }), {
-                description: 'Per bucket, not cumulative: commits slower than the previous bound and at most leMs (null: slower than every bound). Subtract two readings to see a window.',
-              }),
-            },
-            { description: 'From sending a batch to Postgres confirming its commit (the disk flush, and waiting behind the batches pipelined before it, included)' },
-          ),
+          commitLatencyMs: histogramSchema('commits', 'From sending a batch to Postgres confirming its commit (the disk flush, and waiting behind the batches pipelined before it, included)'),
         }),
         detail: doc('Group-commit writer counters of this instance', 'Operations per transaction is committedOperations / committedBatches; benchmarks read it.'),
       },

@@ -184,6 +184,28 @@ describe('authorize', () => {
   })
 })
 
+describe('answer latency (operators)', () => {
+  test('/ops/v1/payments/stats counts every authorization answered, approved or declined, from its arrival; malformed ones are not counted', async () => {
+    const read = async () => {
+      const response = await app.ops('GET', '/ops/v1/payments/stats')
+      expect(response.status).toBe(200)
+      return response.body.answerLatencyMs as { count: number; sumMs: number; maxMs: number; buckets: Array<{ leMs: number | null; count: number }> }
+    }
+    const before = await read()
+    const approved = await authorize('1')
+    const declined = await authorize('1000000')
+    const malformed = await authorize('one')
+    expect([approved.body.state, declined.body.state, malformed.status]).toEqual(['authorized', 'declined', 400])
+    const after = await read()
+    expect(after.count - before.count).toBe(2)
+    expect(after.buckets.reduce((sum, bucket) => sum + bucket.count, 0)).toBe(after.count)
+    expect(after.sumMs).toBeGreaterThan(before.sumMs)
+    expect((await fx.call('POST', `/v1/payments/${approved.body.id}/void`)).status).toBe(200)
+    // Operators only.
+    expect((await fx.call('GET', '/ops/v1/payments/stats')).status).toBe(401)
+  })
+})
+
 describe('capture and void', () => {
   test('a partial capture pays the card-settlement account and returns the remainder in the same commit', async () => {
     const payment = (await authorize('40')).body

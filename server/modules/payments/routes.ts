@@ -5,6 +5,7 @@ import { jsonResponse, replayResponse, type AccessPlugin } from '../../platform/
 import { arrivalOf } from '../../platform/arrival.ts'
 import { idempotencyKeyOf, requestHashOf, type IdempotencyStore, type InlineIdempotency } from '../../platform/idempotency.ts'
 import { apiDoc } from '../../platform/openapi.ts'
+import { histogramSchema } from '../../ledger/ops-routes.ts'
 import type { Runtime } from '../../runtime.ts'
 import { AuthorizePaymentBody, CapturePaymentBody, ListPaymentsQuery, Payment, PaymentList } from './model.ts'
 import * as service from './service.ts'
@@ -13,6 +14,19 @@ import * as service from './service.ts'
 const STATES_DOC =
   'States: authorized → captured | voided | expired (24 h after authorization on the organization\'s clock, event payment.expired); declined is terminal from the start. Events: payment.authorized, payment.declined, payment.captured, payment.voided, payment.expired.'
 const REFUSALS_DOC = 'Refused with hold_not_active (409) unless the payment is authorized (declined, captured, voided, or closing right now), and hold_expired (422) once it has lapsed.'
+
+/** Operator routes of payments (under /ops/v1, authenticated by the operator token). */
+export function paymentsOpsRoutes(runtime: Runtime) {
+  return new Elysia({ name: 'kassa/ops-payments', prefix: '/ops/v1' }).get('/payments/stats', () => service.paymentsStats(runtime), {
+    response: t.Object({
+      answerLatencyMs: histogramSchema(
+        'authorizations answered',
+        'From each authorization reaching this instance (before rate limiting and parsing) to its answer, approved or declined: the part of a caller\'s latency spent in the server. Malformed requests (400, 404) are not counted.',
+      ),
+    }),
+    detail: apiDoc('Authorization latency of this instance', 'Operators', { security: 'operator', description: 'Benchmarks read it beside the callers\' own latencies.' }),
+  })
+}
 
 export function paymentsRoutes(runtime: Runtime, access: AccessPlugin, records: IdempotencyStore) {
   return new Elysia({ name: 'kassa/payments', prefix: '/v1' })

@@ -17,6 +17,7 @@ import type { AuthorizePaymentInput, CapturePaymentInput, FailureCode, PaymentVi
 import * as repo from './repo.ts'
 import { isoOf } from '../../lib/time.ts'
 import { StandingQueue } from '../../lib/standing-queue.ts'
+import { LatencyHistogram, type HistogramSnapshot } from '../../lib/histogram.ts'
 
 /** The contract's hard budget: an authorization is answered within it, approved only if durable. */
 export const AUTHORIZATION_BUDGET_MS = 500
@@ -71,6 +72,8 @@ interface PaymentsState {
   declines: repo.DeclineRecorder
   /** Whether the writer's queue is standing (past capacity) rather than a burst: admission then holds it to its target. */
   writerQueue: StandingQueue
+  /** From each authorization's arrival to its answer (approved or declined), as this instance saw it. */
+  answerLatency: LatencyHistogram
   /** Set at shutdown: background retries stop. */
   stopped: boolean
 }
@@ -101,6 +104,7 @@ function stateOf(runtime: Runtime): PaymentsState {
       answersInFlight: new Map(),
       declines: new repo.DeclineRecorder(runtime.db),
       writerQueue: new StandingQueue(AUTHORIZATION_P99_MS - AUTHORIZATION_ANSWER_MARGIN_MS, ADMISSION_INTERVAL_MS),
+      answerLatency: new LatencyHistogram(),
       stopped: false,
     }
     states.set(runtime, state)
@@ -235,10 +239,21 @@ export async function authorizePayment(runtime: Runtime, orgId: string, input: A
   const state = stateOf(runtime)
   const budget = new Budget(context.receivedAt + state.budgetMs - Math.min(AUTHORIZATION_ANSWER_MARGIN_MS, state.budgetMs / 2))
   try {
-    return await authorizeWithin(runtime, orgId, input, context, budget)
+    const answer = await authorizeWithin(runtime, orgId, input, context, budget)
+    state.answerLatency.record(performance.now() - context.receivedAt)
+    return answer
   } finally {
     budget.end()
   }
+}
+
+/**
+ * How long this instance took to answer authorizations, from arrival (before rate limiting and
+ * parsing) to the decision: what a caller's latency is made of besides the network, the kernel's
+ * queues and the caller's own delays. Refusals of malformed input (400, 404) are not counted.
+ */
+export function paymentsStats(runtime: Runtime): { answerLatencyMs: HistogramSnapshot } {
+  return { answerLatencyMs: stateOf(runtime).answerLatency.snapshot() }
 }
 
 async function authorizeWithin(runtime: Runtime, orgId: string, input: AuthorizePaymentInput, context: AuthorizeContext, budget: Budget): Promise<AuthorizeAnswer> {
