@@ -3,12 +3,12 @@ import type { PgTable } from 'drizzle-orm/pg-core'
 import type { IdempotencyRow } from '../platform/idempotency.ts'
 import { insertFromJson, jsonParameter, OP_COLUMN, upsertTail, withJsonParameters } from '../../db/bulk.ts'
 import { queryPrepared, type Database, type Transaction } from '../../db/client.ts'
-import { chainArrivals, deposits, events, holds, idempotencyRecords, ledgerBalances, ledgerMovements, ledgerPostings, payments, transfers } from '../../db/schema/index.ts'
+import { chainArrivals, deposits, events, holds, ledgerBalances, ledgerMovements, ledgerPostings, payments, transfers } from '../../db/schema/index.ts'
 import { assert } from '../lib/assert.ts'
 import { ApiError } from '../lib/errors.ts'
 import { logFailure } from '../lib/log.ts'
 import { LatencyHistogram } from '../lib/histogram.ts'
-import { RECORD_CLAIM_TAIL, recordId } from '../platform/idempotency.ts'
+import { claimParts, NOT_LOST, recordId } from '../platform/idempotency.ts'
 import { balanceKey, type BalanceDelta, type HotBalance, type HotBalances, type Posting } from './hot-balances.ts'
 
 export type HoldRow = typeof holds.$inferInsert
@@ -180,8 +180,6 @@ const FAIL_FAST_MS = 250
 const STALLED_BATCH_MS = 150
 const STALLED_BATCH_FACTOR = 20
 
-/** SQL over `kassa_op`: the row's operation kept its idempotency claim. */
-const NOT_LOST = `${OP_COLUMN} not in (select op from lost)`
 
 /**
  * The group-commit writer. Operations queue in decision order; the writer takes whatever has
@@ -622,14 +620,9 @@ export class GroupCommitWriter {
       parts.push(`${name} as (${part.text})`)
     }
     if (filtered) {
-      const part = insertFromJson(idempotencyRecords, claims.map((entry) => entry.row), jsonParameter('claims'), { tail: `${RECORD_CLAIM_TAIL} returning org_id, key` })
-      // The claim's key again, under names the `lost` part reads (the insert reads positional fields).
-      values.claims = part.rows.map((row, index) => ({ ...row, org_id: claims[index]!.row.orgId, key: claims[index]!.row.key, [OP_COLUMN]: claims[index]!.op }))
-      parts.push(`claimed as (${part.text})`)
-      parts.push(
-        `lost as (select c.${OP_COLUMN} as op from jsonb_to_recordset(${jsonParameter('claims')}) as c(org_id text, key text, ${OP_COLUMN} integer)
-          where not exists (select 1 from claimed w where w.org_id = c.org_id and w.key = c.key))`,
-      )
+      const claimed = claimParts(claims.map((entry) => ({ record: entry.row, op: entry.op })))
+      values.claims = claimed.claims
+      parts.push(...claimed.parts)
     }
     parts.push(
       `guard as (insert into ledger_writer_sequences (writer_id, seq, updated_at)

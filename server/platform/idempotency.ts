@@ -1,5 +1,5 @@
 import { and, eq, lt, sql } from 'drizzle-orm'
-import { upsertTail } from '../../db/bulk.ts'
+import { insertFromJson, jsonParameter, OP_COLUMN, upsertTail } from '../../db/bulk.ts'
 import type { Database } from '../../db/client.ts'
 import { idempotencyRecords } from '../../db/schema/index.ts'
 import { ApiError } from '../lib/errors.ts'
@@ -118,6 +118,34 @@ export interface InlineIdempotency {
  * the rows of one claim must have distinct keys.
  */
 export const RECORD_CLAIM_TAIL = `${upsertTail('org_id, key', ['method', 'path', 'request_hash', 'request_body', 'state', 'response_status', 'response_body', 'created_at', 'locked_until', 'expires_at'])} where idempotency_records.expires_at <= excluded.created_at`
+
+/** SQL over `kassa_op`, for a statement with `claimParts`: the row's operation kept its claim (or had none). */
+export const NOT_LOST = `${OP_COLUMN} not in (select op from lost)`
+
+/**
+ * The parts of a multi-part statement that claim Idempotency-Keys in the same commit as the rows
+ * they guard (the ledger writer's batches, the decline recorder's): `claimed` inserts the records,
+ * `lost` names the operations whose key a live record holds, and every other part keeps only rows
+ * passing `NOT_LOST`. The claims must have distinct keys. Answers the parts' texts and the value of
+ * their `claims` parameter.
+ */
+export function claimParts(claims: ReadonlyArray<{ record: IdempotencyRow; op: number }>): { parts: string[]; claims: Record<string, unknown>[] } {
+  const part = insertFromJson(
+    idempotencyRecords,
+    claims.map((claim) => claim.record),
+    jsonParameter('claims'),
+    { tail: `${RECORD_CLAIM_TAIL} returning org_id, key` },
+  )
+  return {
+    // The claim's key again, under names the `lost` part reads (the insert reads positional fields).
+    claims: part.rows.map((row, index) => ({ ...row, org_id: claims[index]!.record.orgId, key: claims[index]!.record.key, [OP_COLUMN]: claims[index]!.op })),
+    parts: [
+      `claimed as (${part.text})`,
+      `lost as (select c.${OP_COLUMN} as op from jsonb_to_recordset(${jsonParameter('claims')}) as c(org_id text, key text, ${OP_COLUMN} integer)
+        where not exists (select 1 from claimed w where w.org_id = c.org_id and w.key = c.key))`,
+    ],
+  }
+}
 
 export const recordId = (orgId: string, key: string) => `${orgId}\n${key}`
 

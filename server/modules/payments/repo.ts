@@ -1,9 +1,9 @@
 import { and, asc, eq, gt, type SQL } from 'drizzle-orm'
 import { queryPrepared, type Executor } from '../../../db/client.ts'
-import { events, idempotencyRecords, payments } from '../../../db/schema/index.ts'
+import { events, payments } from '../../../db/schema/index.ts'
 import type { EventRow, PaymentRow } from '../../ledger/writer.ts'
-import { insertFromJson, jsonParameter, OP_COLUMN, upsertTail, withJsonParameters } from '../../../db/bulk.ts'
-import { RECORD_CLAIM_TAIL, recordId, type IdempotencyRow } from '../../platform/idempotency.ts'
+import { insertFromJson, jsonParameter, upsertTail, withJsonParameters } from '../../../db/bulk.ts'
+import { claimParts, NOT_LOST, recordId, type IdempotencyRow } from '../../platform/idempotency.ts'
 import { logFailure } from '../../lib/log.ts'
 
 export type PaymentRecord = typeof payments.$inferSelect
@@ -33,8 +33,13 @@ interface PendingDecline {
   reject(error: unknown): void
 }
 
-/** Longest pause between attempts while the database cannot be reached. */
-const RETRY_MAX_MS = 2_000
+/**
+ * The pause before attempt `attempt + 1` at a write that must become durable while the database
+ * cannot be reached (a decline's record, a fail-closed close): 50 ms doubling to at most 2 s.
+ */
+export function retryDelayMs(attempt: number): number {
+  return Math.min(2_000, 50 * 2 ** Math.min(attempt, 6))
+}
 /** Declines kept waiting for the database at most; past this a decline is answered but not recorded (logged). */
 const BACKLOG_MAX = 100_000
 
@@ -127,7 +132,7 @@ export class DeclineRecorder {
         // Shutting down: no retries; everything still waiting is refused (below).
         if (this.stopped) break
         if (attempt % 10 === 0) logFailure('payments.decline-retry', `payments: ${this.queue.length} decline record(s) wait for the database; retrying`, failure)
-        await Bun.sleep(Math.min(RETRY_MAX_MS, 50 * 2 ** Math.min(attempt, 6)))
+        await Bun.sleep(retryDelayMs(attempt))
         attempt += 1
       }
     } finally {
@@ -152,8 +157,6 @@ export class DeclineRecorder {
 }
 
 const PAYMENT_UPSERT = upsertTail('id', ['state', 'failure_code', 'closed_at'])
-/** SQL over `kassa_op`: the decline's idempotency claim held (or it had none). */
-const NOT_LOST = `${OP_COLUMN} not in (select op from lost)`
 
 /**
  * A batch of declines as one statement that commits by itself, as the ledger writer writes its
@@ -179,14 +182,9 @@ function declineStatement(batch: PendingDecline[]): { query: SQL; duplicates: Se
   const parts: string[] = []
   const filter = claims.length > 0 ? { ops: kept.map(({ op }) => op), opFilter: NOT_LOST } : {}
   if (claims.length > 0) {
-    const part = insertFromJson(idempotencyRecords, claims.map(({ pending }) => pending.record!), jsonParameter('claims'), { tail: `${RECORD_CLAIM_TAIL} returning org_id, key` })
-    // The claim's key again, under names the `lost` part reads (the insert reads positional fields).
-    values.claims = part.rows.map((row, index) => ({ ...row, org_id: claims[index]!.pending.record!.orgId, key: claims[index]!.pending.record!.key, [OP_COLUMN]: claims[index]!.op }))
-    parts.push(`claimed as (${part.text})`)
-    parts.push(
-      `lost as (select c.${OP_COLUMN} as op from jsonb_to_recordset(${jsonParameter('claims')}) as c(org_id text, key text, ${OP_COLUMN} integer)
-        where not exists (select 1 from claimed w where w.org_id = c.org_id and w.key = c.key))`,
-    )
+    const claimed = claimParts(claims.map(({ pending, op }) => ({ record: pending.record!, op })))
+    values.claims = claimed.claims
+    parts.push(...claimed.parts)
   }
   if (kept.length > 0) {
     const paymentsPart = insertFromJson(payments, kept.map(({ pending }) => pending.row), jsonParameter('payments'), { tail: PAYMENT_UPSERT, ...filter })

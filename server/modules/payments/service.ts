@@ -449,9 +449,6 @@ function failClosed(runtime: Runtime, hold: PendingHold, commit: Promise<void>, 
   return declinedBody
 }
 
-/** Longest pause between attempts to make a fail-closed decline durable. */
-const FAIL_CLOSED_RETRY_MAX_MS = 2_000
-
 /**
  * Retries `write` until it commits: a fail-closed decline whose close (or record) failed, because
  * the database went away again, would otherwise leave the late authorization in Postgres as
@@ -465,7 +462,7 @@ async function untilDurable(runtime: Runtime, paymentId: string, write: () => Pr
       return
     } catch (error) {
       if (attempt % 20 === 0) logFailure('payments.fail-closed', `payments: the fail-closed decline of ${paymentId} is not durable yet; retrying`, error)
-      await Bun.sleep(Math.min(FAIL_CLOSED_RETRY_MAX_MS, 50 * 2 ** Math.min(attempt, 6)))
+      await Bun.sleep(repo.retryDelayMs(attempt))
     }
   }
 }
