@@ -36,7 +36,7 @@ import { OPERATOR_TOKEN, type CpuSnapshot, benchSocketFolder, cpuPerOperation, c
 
 const DURATION_MS = Number(process.env.BENCH_DURATION_MS ?? 8000)
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 128)
-const RATES = (process.env.BENCH_RATES ?? '1000,5000,10000').split(',').map(Number)
+const RATES = (process.env.BENCH_RATES ?? '1000,5000,10000').split(',').filter((rate) => rate.trim() !== '').map(Number)
 const ORGS = Number(process.env.BENCH_ORGS ?? 8)
 const ACCOUNTS = Number(process.env.BENCH_ACCOUNTS ?? 32)
 const SKIP_OFF = process.env.BENCH_SKIP_OFF === '1'

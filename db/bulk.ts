@@ -181,22 +181,62 @@ const PARAMETER_MARK = '\u0001'
 /**
  * SQL naming a jsonb parameter of a multi-part statement, by name: each part reads its rows from a
  * parameter of its own. The mark is replaced by the parameter when the statement is assembled
- * (`withJsonParameters`); it never meets input.
+ * (`jsonStatement`); it never meets input.
  */
 export const jsonParameter = (name: string) => `${PARAMETER_MARK}${name}${PARAMETER_MARK}::jsonb`
 
-/** Statement text with `jsonParameter(name)` marks, as SQL whose marks are parameters holding `values[name]` as JSON. */
-export function withJsonParameters(text: string, values: Record<string, unknown>): SQL {
-  const pieces = text.split(PARAMETER_MARK)
-  const chunks: SQL[] = []
-  pieces.forEach((piece, index) => {
-    if (index % 2 === 0) chunks.push(sql.raw(piece))
-    else {
-      assert(piece in values, `the statement reads a parameter ${piece} it was not given`)
-      chunks.push(sql`${JSON.stringify(values[piece])}`)
-    }
+/** A statement ready for the driver: its text with numbered parameters, and their values. */
+export interface TextStatement {
+  text: string
+  params: string[]
+}
+
+/** A marked text's numbered form: each name is one parameter, however many parts read it. */
+interface NumberedText {
+  text: string
+  names: string[]
+}
+
+/**
+ * Numbered forms by marked text. A batch statement's text depends only on which parts it has and
+ * their row shapes, so a handful of texts serve every batch; the bound only guards against a bug
+ * that would put data in the text.
+ */
+const numberedTexts = new Map<string, NumberedText>()
+const NUMBERED_TEXTS_MAX = 4096
+
+function numbered(marked: string): NumberedText {
+  let found = numberedTexts.get(marked)
+  if (found === undefined) {
+    const names: string[] = []
+    const text = marked
+      .split(PARAMETER_MARK)
+      .map((piece, index) => {
+        if (index % 2 === 0) return piece
+        const position = names.indexOf(piece)
+        return `$${position >= 0 ? position + 1 : names.push(piece)}`
+      })
+      .join('')
+    found = { text, names }
+    if (numberedTexts.size >= NUMBERED_TEXTS_MAX) numberedTexts.clear()
+    numberedTexts.set(marked, found)
+  }
+  return found
+}
+
+/**
+ * Statement text with `jsonParameter(name)` marks, with `values[name]` as JSON for each mark. The
+ * numbered text is worked out once per distinct text, so a batch pays only for its values'
+ * JSON, not for assembling the statement again (which cost a lone authorization's batch more
+ * than its rows did).
+ */
+export function jsonStatement(marked: string, values: Record<string, unknown>): TextStatement {
+  const { text, names } = numbered(marked)
+  const params = names.map((name) => {
+    assert(name in values, `the statement reads a parameter ${name} it was not given`)
+    return JSON.stringify(values[name])
   })
-  return sql.join(chunks)
+  return { text, params }
 }
 
 /** `ON CONFLICT (<target>) DO UPDATE SET` each of `columns` to the proposed row's value. */

@@ -8,6 +8,8 @@ import { migrate as migratePglite } from 'drizzle-orm/pglite/migrator'
 import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js'
 import { migrate as migratePostgres } from 'drizzle-orm/postgres-js/migrator'
 import postgres from 'postgres'
+import { assert } from '../server/lib/assert.ts'
+import type { TextStatement } from './bulk.ts'
 import * as schema from './schema/index.ts'
 
 export type Schema = typeof schema
@@ -179,6 +181,21 @@ export async function queryPrepared<Row>(executor: Executor, query: SQL): Promis
   if (typeof client?.unsafe !== 'function') return queryRows<Row>(executor, query)
   const { sql: text, params } = internals.dialect.sqlToQuery(query)
   return (await client.unsafe(text, params, { prepare: true })) as Row[]
+}
+
+interface PgliteClient {
+  query(text: string, params: unknown[], options: { rowMode: 'object' }): Promise<{ rows: unknown[] }>
+}
+
+/**
+ * A statement already in the driver's form (`jsonStatement`): prepared once per connection and
+ * reused on postgres.js, as `queryPrepared`; on PGlite, run with its parameters as given.
+ */
+export async function queryText<Row>(executor: Executor, statement: TextStatement): Promise<Row[]> {
+  const client = (executor as unknown as DrizzleInternals).session?.client as Partial<PostgresJsClient & PgliteClient> | undefined
+  if (typeof client?.unsafe === 'function') return (await client.unsafe(statement.text, statement.params, { prepare: true })) as Row[]
+  assert(typeof client?.query === 'function', 'the database client runs statements with parameters')
+  return (await client.query(statement.text, statement.params, { rowMode: 'object' })).rows as Row[]
 }
 
 export async function notify(executor: Executor, channel: string, payload: string): Promise<void> {

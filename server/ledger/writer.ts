@@ -1,8 +1,8 @@
-import { inArray, type SQL } from 'drizzle-orm'
+import { inArray } from 'drizzle-orm'
 import type { PgTable } from 'drizzle-orm/pg-core'
 import type { IdempotencyRow } from '../platform/idempotency.ts'
-import { insertFromJson, jsonParameter, OP_COLUMN, upsertTail, withJsonParameters } from '../../db/bulk.ts'
-import { queryPrepared, type Database, type Transaction } from '../../db/client.ts'
+import { insertFromJson, jsonParameter, jsonStatement, OP_COLUMN, upsertTail, type TextStatement } from '../../db/bulk.ts'
+import { queryText, type Database, type Transaction } from '../../db/client.ts'
 import { chainArrivals, deposits, events, holds, ledgerBalances, ledgerMovements, ledgerPostings, payments, transfers } from '../../db/schema/index.ts'
 import { assert } from '../lib/assert.ts'
 import { ApiError } from '../lib/errors.ts'
@@ -394,7 +394,7 @@ export class GroupCommitWriter {
   /** Sends a batch as one pipelined statement; its answer is handled in order by `answered`. */
   private send(batch: Queued[]): void {
     const flight: Flight = { batch, seq: this.guard.seq + 1, sentAt: performance.now(), keyTaken: this.separateDuplicateClaims(batch), abandoned: false }
-    let statement: SQL
+    let statement: TextStatement
     try {
       statement = this.batchStatement(flight)
     } catch (error) {
@@ -405,7 +405,7 @@ export class GroupCommitWriter {
     }
     this.guard = { ...this.guard, seq: flight.seq }
     this.inFlight.push(flight)
-    this.execute(() => queryPrepared<Record<string, string | null>>(this.writerDb, statement)).then(
+    this.execute(() => queryText<Record<string, string | null>>(this.writerDb, statement)).then(
       (rows) => this.answered(flight, rows, undefined),
       (error: unknown) => this.answered(flight, undefined, error),
     )
@@ -512,7 +512,7 @@ export class GroupCommitWriter {
       result = await this.execute(() =>
         this.writerDb.transaction(async (tx) => {
           await this.runGuardedWrites(tx, batch)
-          return readResult(await queryPrepared<Record<string, string | null>>(tx, this.batchStatement(flight)))
+          return readResult(await queryText<Record<string, string | null>>(tx, this.batchStatement(flight)))
         }),
       )
     } catch (error) {
@@ -600,7 +600,7 @@ export class GroupCommitWriter {
    * it or the statement refuses itself. Operations whose idempotency claim finds the key held are
    * left out of every part and reported back.
    */
-  private batchStatement(flight: Flight): SQL {
+  private batchStatement(flight: Flight): TextStatement {
     const ops = flight.batch.map((item) => item.op)
     const claims = rowsOf(ops, (op) => (op.idempotencyRecord ? [op.idempotencyRecord] : undefined))
     const filtered = claims.length > 0
@@ -673,7 +673,7 @@ export class GroupCommitWriter {
       )
     }
     const lostRows = filtered ? `\nunion all select 'lost', op::text, null, null, null, null, null, null, null from lost` : ''
-    return withJsonParameters(
+    return jsonStatement(
       `with input as (select ${jsonParameter('input')} as j), ${parts.join(',\n')}
 select 'balance' as part, org_id, account_id, asset, kind, available::text, held::text, in_flight::text, total::text from created
 union all select 'balance', org_id, account_id, asset, kind, available::text, held::text, in_flight::text, total::text from updated${lostRows}

@@ -1,8 +1,8 @@
 import { and, asc, eq, gt, type SQL } from 'drizzle-orm'
-import { queryPrepared, type Executor } from '../../../db/client.ts'
+import { queryText, type Executor } from '../../../db/client.ts'
 import { events, payments } from '../../../db/schema/index.ts'
 import type { EventRow, PaymentRow } from '../../ledger/writer.ts'
-import { insertFromJson, jsonParameter, upsertTail, withJsonParameters } from '../../../db/bulk.ts'
+import { insertFromJson, jsonParameter, jsonStatement, upsertTail, type TextStatement } from '../../../db/bulk.ts'
 import { claimParts, NOT_LOST, recordId, type IdempotencyRow } from '../../platform/idempotency.ts'
 import { logFailure } from '../../lib/log.ts'
 
@@ -145,8 +145,8 @@ export class DeclineRecorder {
   /** Writes one batch: the declines whose key an earlier request holds (nothing of them written), or why it did not commit. */
   private async write(batch: PendingDecline[]): Promise<{ kind: 'written'; taken: Set<PendingDecline> } | { kind: 'failed'; error: unknown }> {
     try {
-      const { query, duplicates } = declineStatement(batch)
-      const lost = await queryPrepared<{ op: number | string }>(this.executor, query)
+      const { statement, duplicates } = declineStatement(batch)
+      const lost = await queryText<{ op: number | string }>(this.executor, statement)
       const taken = new Set(duplicates)
       for (const row of lost) taken.add(batch[Number(row.op)]!)
       return { kind: 'written', taken }
@@ -167,7 +167,7 @@ const PAYMENT_UPSERT = upsertTail('id', ['state', 'failure_code', 'closed_at'])
  * one claims. Its events are written so that writing the batch again after a lost reply changes
  * nothing.
  */
-function declineStatement(batch: PendingDecline[]): { query: SQL; duplicates: Set<PendingDecline> } {
+function declineStatement(batch: PendingDecline[]): { statement: TextStatement; duplicates: Set<PendingDecline> } {
   const firstOfKey = new Map<string, number>()
   const duplicates = new Set<PendingDecline>()
   batch.forEach((pending, index) => {
@@ -196,5 +196,5 @@ function declineStatement(batch: PendingDecline[]): { query: SQL; duplicates: Se
   }
   const answer = claims.length > 0 ? 'select op from lost' : 'select null::integer as op where false'
   const text = parts.length > 0 ? `with ${parts.join(',\n')}\n${answer}` : answer
-  return { query: withJsonParameters(text, values), duplicates }
+  return { statement: jsonStatement(text, values), duplicates }
 }
