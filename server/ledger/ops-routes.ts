@@ -56,6 +56,7 @@ export function ledgerOpsRoutes(runtime: Runtime) {
         queued: runtime.ledger.writer.pendingCount(),
         eventLoopLagMs: Math.round(runtime.loopLag.currentMs() * 100) / 100,
         commitLatencyMs: runtime.ledger.writer.commitLatency.snapshot(),
+        queueWaitMs: runtime.ledger.writer.queueWait.snapshot(),
       }),
       {
         response: t.Object({
@@ -65,6 +66,10 @@ export function ledgerOpsRoutes(runtime: Runtime) {
           queued: t.Integer({ description: 'Operations waiting for the writer right now' }),
           eventLoopLagMs: t.Number({ description: 'How late the event loop ran lately (the largest lag of the last 200 to 400 ms)' }),
           commitLatencyMs: histogramSchema('commits', 'From sending a batch to Postgres confirming its commit (the disk flush, and waiting behind the batches pipelined before it, included)'),
+          queueWaitMs: histogramSchema(
+            'operations sent',
+            "From queueing a ledger operation to sending the batch that carries it: the wait for the batch ahead to commit. An operation's time to durable is this plus its batch's commit",
+          ),
         }),
         detail: doc('Group-commit writer counters of this instance', 'Operations per transaction is committedOperations / committedBatches; benchmarks read it.'),
       },

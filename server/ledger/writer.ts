@@ -90,6 +90,8 @@ interface Queued {
   deltas: Map<string, BalanceDelta>
   /** Taken back before a batch took it: already undone, skipped by the writer. */
   withdrawn: boolean
+  /** When it was queued (`performance.now()`). */
+  queuedAt: number
   resolve: () => void
   reject: (error: unknown) => void
 }
@@ -218,6 +220,12 @@ export class GroupCommitWriter {
   committedBatches = 0
   /** From sending a batch to Postgres confirming its commit, per committed batch (disk flush and queueing behind earlier batches included). */
   readonly commitLatency = new LatencyHistogram()
+  /**
+   * From queueing an operation to sending the batch that carries it, per operation sent: the wait
+   * for the batch ahead to commit (the pipeline is full) and for a transaction batch or a
+   * reconciliation to finish. An operation's time to durable is this plus its batch's commit.
+   */
+  readonly queueWait = new LatencyHistogram()
   /** Commit-point checks that found memory and Postgres apart (a bug); memory took Postgres' values. */
   invariantBreaches = 0
   /** Recent batch latency and operations per millisecond (moving averages), for `expectedWaitMs`. */
@@ -239,7 +247,7 @@ export class GroupCommitWriter {
   /** Reserves in memory (already done by the caller) and resolves once the commit is durable. */
   enqueue(op: LedgerOperation, deltas: Map<string, BalanceDelta>): Promise<void> {
     return new Promise<void>((resolve, reject) => {
-      const item: Queued = { op, deltas, withdrawn: false, resolve, reject }
+      const item: Queued = { op, deltas, withdrawn: false, queuedAt: performance.now(), resolve, reject }
       this.queue.push(item)
       this.waiting.set(op, item)
       this.pump()
@@ -405,10 +413,15 @@ export class GroupCommitWriter {
     }
     this.guard = { ...this.guard, seq: flight.seq }
     this.inFlight.push(flight)
+    this.recordQueueWait(flight)
     this.execute(() => queryText<Record<string, string | null>>(this.writerDb, statement)).then(
       (rows) => this.answered(flight, rows, undefined),
       (error: unknown) => this.answered(flight, undefined, error),
     )
+  }
+
+  private recordQueueWait(flight: Flight): void {
+    for (const item of flight.batch) this.queueWait.record(flight.sentAt - item.queuedAt)
   }
 
   /** A batch's answer (rows or error). Postgres answers one connection's statements in order. */
@@ -507,6 +520,7 @@ export class GroupCommitWriter {
     const batch = this.takeBatch(true)
     if (batch.length === 0) return
     const flight: Flight = { batch, seq: this.guard.seq + 1, sentAt: performance.now(), keyTaken: this.separateDuplicateClaims(batch), abandoned: false }
+    this.recordQueueWait(flight)
     let result: BatchResult
     try {
       result = await this.execute(() =>

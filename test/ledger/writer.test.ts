@@ -248,4 +248,24 @@ describe('the pipelined group-commit writer', () => {
     expect(after.commitLatencyMs.maxMs).toBeGreaterThanOrEqual(60)
     expect(histogram.buckets.reduce((sum: number, bucket: { count: number }) => sum + bucket.count, 0)).toBe(histogram.count)
   })
+
+  test('the ops stats count every operation sent in the queue-wait histogram: one queued behind a held batch waits for it', async () => {
+    const account = await fx.mint('queue-wait')
+    const before = (await app.ops('GET', '/ops/v1/ledger/stats')).body
+    const release = stallWriter(writer())
+    const first = ledger().submit(credit(account, 1n))
+    // The first batch is out (held): the next operations wait for it to commit before they are sent.
+    const behind = Array.from({ length: writer().pipelineDepth }, () => ledger().submit(credit(account, 1n)))
+    await Bun.sleep(60)
+    release()
+    await Promise.all([first, ...behind])
+    const after = (await app.ops('GET', '/ops/v1/ledger/stats')).body
+    const waits = histogramBetween(before.queueWaitMs, after.queueWaitMs)
+    expect(waits.count).toBe(after.committedOperations - before.committedOperations)
+    expect(waits.count).toBe(1 + writer().pipelineDepth)
+    // The first was sent at once; the last one queued was sent only after the held batch committed.
+    expect(countAbove(waits, 50)).toBeGreaterThanOrEqual(1)
+    expect(countAbove(waits, 50)).toBeLessThan(waits.count)
+    expect(after.queueWaitMs.maxMs).toBeGreaterThanOrEqual(55)
+  })
 })
