@@ -12,7 +12,7 @@ import type { PaymentRow } from '../../server/ledger/writer.ts'
 import { newId } from '../../server/lib/ids.ts'
 import { DeclineRecorder } from '../../server/modules/payments/repo.ts'
 import { inlineRecord } from '../../server/platform/idempotency.ts'
-import { AUTHORIZATION_ANSWER_MARGIN_MS, AUTHORIZATION_BUDGET_MS, AUTHORIZATION_P99_MS, configurePayments } from '../../server/modules/payments/service.ts'
+import { AUTHORIZATION_ANSWER_MARGIN_MS, AUTHORIZATION_BUDGET_MS, AUTHORIZATION_P99_MS, configurePayments, DECLINE_RECORD_LAG_MAX_MS, declineRecorderOf } from '../../server/modules/payments/service.ts'
 import { startTestApp, type TestApp, type TestResponse } from '../support/app.ts'
 import { stallWriter as stallLedgerWriter } from '../support/writer.ts'
 import { expectVerified, ledgerFixture, ledgerState, type LedgerFixture } from '../ledger/support.ts'
@@ -511,6 +511,53 @@ describe('past capacity', () => {
 })
 
 describe('decline records', () => {
+  test('records behind: a decline without a key is answered at once and recorded behind; a keyed one still waits for its record', async () => {
+    const recorder = declineRecorderOf(app.kassa.runtime)
+    const internals = recorder as unknown as { write: (batch: unknown[]) => Promise<unknown> }
+    const realWrite = internals.write
+    let open!: () => void
+    const gate = new Promise<void>((resolve) => (open = resolve))
+    internals.write = async (batch: unknown[]) => {
+      await gate
+      return realWrite.call(recorder, batch)
+    }
+    const tooMuch = '1000'
+    const settled = <T>(promise: Promise<T>) => Promise.race([promise.then(() => true), Bun.sleep(0).then(() => false)])
+    try {
+      // Records keeping up: the first decline waits for its own (held back here).
+      const first = authorize(tooMuch)
+      await Bun.sleep(DECLINE_RECORD_LAG_MAX_MS + 30)
+      expect(await settled(first)).toBe(false)
+      // Its record is now behind by more than the limit: a decline without a key is answered at once...
+      const keyless = await authorize(tooMuch)
+      expect(keyless.body).toMatchObject({ state: 'declined', failureCode: 'insufficient_funds' })
+      const stats = (await app.ops('GET', '/ops/v1/payments/stats')).body
+      expect(stats.declineRecords.waiting).toBe(2)
+      expect(stats.declineRecords.oldestWaitMs).toBeGreaterThan(DECLINE_RECORD_LAG_MAX_MS)
+      // ...readable from memory before it is durable, and not durable yet.
+      expect((await fx.call('GET', `/v1/payments/${keyless.body.id}`)).body).toEqual(keyless.body)
+      expect(await eventsOf(keyless.body.id)).toEqual([])
+      // A keyed decline still waits for its record (and with it its key's saved answer).
+      const keyed = authorizeWithKey(`behind-${Date.now()}`, tooMuch)
+      await Bun.sleep(30)
+      expect(await settled(keyed)).toBe(false)
+      expect(await settled(first)).toBe(false)
+      open()
+      const answers = [(await first).body, keyless.body, (await keyed).body]
+      // The first and the keyed one were answered once durable; the one behind lands with them or just after.
+      for (let tries = 0; recorder.backlog > 0 && tries < 500; tries++) await Bun.sleep(10)
+      for (const answer of answers) {
+        expect(answer).toMatchObject({ state: 'declined', failureCode: 'insufficient_funds' })
+        expect(await eventsOf(answer.id)).toEqual(['payment.declined'])
+        expect((await fx.call('GET', `/v1/payments/${answer.id}`)).body).toEqual(answer)
+      }
+      expect((await app.ops('GET', '/ops/v1/payments/stats')).body.declineRecords).toEqual({ waiting: 0, oldestWaitMs: 0 })
+    } finally {
+      internals.write = realWrite
+      open()
+    }
+  })
+
   test('a decline the database refuses for good is dropped at once, not retried, and the declines after it are recorded', async () => {
     // Declines that fail for any other reason (the database unreachable) are retried until they
     // land: test/payments/proxy.test.ts finds every decline answered during an outage recorded.

@@ -29,6 +29,8 @@ interface PendingDecline {
   row: PaymentRow
   event: EventRow
   record?: IdempotencyRow
+  /** When it was queued (`performance.now()`). */
+  queuedAt: number
   resolve(outcome: 'recorded' | 'key_taken'): void
   reject(error: unknown): void
 }
@@ -92,7 +94,7 @@ export class DeclineRecorder {
     if (this.stopped) return Promise.reject(new Error('decline records: the service is shutting down'))
     if (this.queue.length >= this.backlogMax) return Promise.reject(new Error(`decline records: ${this.backlogMax} declines already wait for the database; this one is not recorded`))
     return new Promise((resolve, reject) => {
-      this.queue.push({ row, event, record, resolve, reject })
+      this.queue.push({ row, event, record, queuedAt: performance.now(), resolve, reject })
       if (!this.flushing) void this.flush()
     })
   }
@@ -100,6 +102,15 @@ export class DeclineRecorder {
   /** Declines waiting for the database right now. */
   get backlog(): number {
     return this.queue.length
+  }
+
+  /**
+   * How long the oldest decline still waiting has waited, being written included (milliseconds; 0
+   * when none waits): how far the records are behind the answers.
+   */
+  oldestWaitMs(now = performance.now()): number {
+    const oldest = this.queue[0]
+    return oldest === undefined ? 0 : now - oldest.queuedAt
   }
 
   /**

@@ -23,6 +23,15 @@ export function paymentsOpsRoutes(runtime: Runtime) {
         'authorizations answered',
         'From each authorization reaching this instance (before rate limiting and parsing) to its answer, approved or declined: the part of a caller\'s latency spent in the server. Malformed requests (400, 404) are not counted.',
       ),
+      declineRecords: t.Object(
+        {
+          waiting: t.Integer({ description: 'Declines answered or being answered whose record is not durable yet' }),
+          oldestWaitMs: t.Number({ description: 'How long the oldest of them has waited, being written included; 0 when none waits' }),
+        },
+        {
+          description: `How far decline records are behind the answers. A decline waits for its record (so it is durable when answered) unless the database is failing, or it has no Idempotency-Key and the oldest waiting record has waited over ${service.DECLINE_RECORD_LAG_MAX_MS} ms (past capacity); those are answered at once and recorded behind, read from this instance's memory until then.`,
+        },
+      ),
     }),
     detail: apiDoc('Authorization latency of this instance', 'Operators', { security: 'operator', description: 'Benchmarks read it beside the callers\' own latencies.' }),
   })
