@@ -13,7 +13,7 @@
  * Writes JSON and markdown to bench/results/.
  *
  * Settings: BENCH_DURATION_MS (per run, default 8000), BENCH_CONNECTIONS (closed loop, default 128),
- * BENCH_RATES (open-loop offered rates, default "1000,5000,10000"), BENCH_ORGS (default 8),
+ * BENCH_RATES (open-loop offered rates, default "1000,5000,10000,15000"), BENCH_ORGS (default 8),
  * BENCH_ACCOUNTS (per org, default 32), BENCH_SKIP_OFF=1 to skip the one-transaction-per-request run,
  * BENCH_SKIP_CLOSED=1 to skip the closed-loop run, BENCH_SKIP_OUTAGE=1 to skip the database-cut-off run, BENCH_SKIP_WEBHOOKS=1 to skip the webhook-load
  * comparison (BENCH_WEBHOOK_RATE, default 1000/s).
@@ -36,7 +36,7 @@ import { OPERATOR_TOKEN, type CpuSnapshot, benchSocketFolder, cpuPerOperation, c
 
 const DURATION_MS = Number(process.env.BENCH_DURATION_MS ?? 8000)
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 128)
-const RATES = (process.env.BENCH_RATES ?? '1000,5000,10000').split(',').filter((rate) => rate.trim() !== '').map(Number)
+const RATES = (process.env.BENCH_RATES ?? '1000,5000,10000,15000').split(',').filter((rate) => rate.trim() !== '').map(Number)
 const ORGS = Number(process.env.BENCH_ORGS ?? 8)
 const ACCOUNTS = Number(process.env.BENCH_ACCOUNTS ?? 32)
 const SKIP_OFF = process.env.BENCH_SKIP_OFF === '1'
