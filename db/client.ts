@@ -162,9 +162,20 @@ interface PostgresJsClient {
   unsafe(query: string, params: unknown[], options: { prepare: boolean }): Promise<unknown[]>
 }
 
+interface PgliteClient {
+  query(text: string, params: unknown[], options: { rowMode: 'object' }): Promise<{ rows: unknown[] }>
+}
+
 interface DrizzleInternals {
-  session?: { client?: Partial<PostgresJsClient> }
+  session?: { client?: Partial<PostgresJsClient & PgliteClient> }
   dialect: { sqlToQuery(query: SQL): { sql: string; params: unknown[] } }
+}
+
+const clientOf = (executor: Executor) => (executor as unknown as DrizzleInternals).session?.client
+
+/** Runs a statement prepared once per postgres.js connection and reused (see `queryPrepared`). */
+async function runPrepared<Row>(client: PostgresJsClient, text: string, params: unknown[]): Promise<Row[]> {
+  return (await client.unsafe(text, params, { prepare: true })) as Row[]
 }
 
 /**
@@ -176,24 +187,20 @@ interface DrizzleInternals {
  * statement cache does not grow with every distinct query text. On PGlite this is `queryRows`.
  */
 export async function queryPrepared<Row>(executor: Executor, query: SQL): Promise<Row[]> {
-  const internals = executor as unknown as DrizzleInternals
-  const client = internals.session?.client
+  const client = clientOf(executor)
   if (typeof client?.unsafe !== 'function') return queryRows<Row>(executor, query)
-  const { sql: text, params } = internals.dialect.sqlToQuery(query)
-  return (await client.unsafe(text, params, { prepare: true })) as Row[]
-}
-
-interface PgliteClient {
-  query(text: string, params: unknown[], options: { rowMode: 'object' }): Promise<{ rows: unknown[] }>
+  const { sql: text, params } = (executor as unknown as DrizzleInternals).dialect.sqlToQuery(query)
+  return runPrepared<Row>(client as PostgresJsClient, text, params)
 }
 
 /**
- * A statement already in the driver's form (`jsonStatement`): prepared once per connection and
- * reused on postgres.js, as `queryPrepared`; on PGlite, run with its parameters as given.
+ * A statement already in the driver's form (`jsonStatement`), without drizzle assembling it: on
+ * postgres.js prepared once per connection and reused, as `queryPrepared`; on PGlite, run with its
+ * parameters as given.
  */
 export async function queryText<Row>(executor: Executor, statement: TextStatement): Promise<Row[]> {
-  const client = (executor as unknown as DrizzleInternals).session?.client as Partial<PostgresJsClient & PgliteClient> | undefined
-  if (typeof client?.unsafe === 'function') return (await client.unsafe(statement.text, statement.params, { prepare: true })) as Row[]
+  const client = clientOf(executor)
+  if (typeof client?.unsafe === 'function') return runPrepared<Row>(client as PostgresJsClient, statement.text, statement.params)
   assert(typeof client?.query === 'function', 'the database client runs statements with parameters')
   return (await client.query(statement.text, statement.params, { rowMode: 'object' })).rows as Row[]
 }
