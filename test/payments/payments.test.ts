@@ -14,7 +14,7 @@ import { DeclineRecorder } from '../../server/modules/payments/repo.ts'
 import { inlineRecord } from '../../server/platform/idempotency.ts'
 import { AUTHORIZATION_ANSWER_MARGIN_MS, AUTHORIZATION_BUDGET_MS, AUTHORIZATION_P99_MS, configurePayments, DECLINE_RECORD_LAG_MAX_MS, declineRecorderOf } from '../../server/modules/payments/service.ts'
 import { startTestApp, type TestApp, type TestResponse } from '../support/app.ts'
-import { stallWriter as stallLedgerWriter } from '../support/writer.ts'
+import { holdCalls, stallWriter as stallLedgerWriter } from '../support/writer.ts'
 import { expectVerified, ledgerFixture, ledgerState, type LedgerFixture } from '../ledger/support.ts'
 
 let app: TestApp
@@ -513,14 +513,8 @@ describe('past capacity', () => {
 describe('decline records', () => {
   test('records behind: a decline without a key is answered at once and recorded behind; a keyed one still waits for its record', async () => {
     const recorder = declineRecorderOf(app.kassa.runtime)
-    const internals = recorder as unknown as { write: (batch: unknown[]) => Promise<unknown> }
-    const realWrite = internals.write
-    let open!: () => void
-    const gate = new Promise<void>((resolve) => (open = resolve))
-    internals.write = async (batch: unknown[]) => {
-      await gate
-      return realWrite.call(recorder, batch)
-    }
+    // The recorder's writes are held back: its records fall behind the answers.
+    const open = holdCalls(recorder, 'write')
     const tooMuch = '1000'
     const settled = <T>(promise: Promise<T>) => Promise.race([promise.then(() => true), Bun.sleep(0).then(() => false)])
     try {
@@ -553,7 +547,6 @@ describe('decline records', () => {
       }
       expect((await app.ops('GET', '/ops/v1/payments/stats')).body.declineRecords).toEqual({ waiting: 0, oldestWaitMs: 0 })
     } finally {
-      internals.write = realWrite
       open()
     }
   })
