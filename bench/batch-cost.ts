@@ -17,6 +17,7 @@ import postgres from 'postgres'
 import { createApp } from '../server/app.ts'
 import { configForTests } from '../server/config.ts'
 import { WRITER_PLANNER } from '../db/client.ts'
+import type { TextStatement } from '../db/bulk.ts'
 import { createBenchDatabase, processCpuMs } from './support.ts'
 
 const OPERATIONS = Number(process.env.BATCH_COST_OPERATIONS ?? 50)
@@ -28,18 +29,17 @@ const kassa = await createApp(configForTests({ databaseUrl: database.url, rateLi
 // The statements the writer builds, as text and parameters. Each parameter is the JSON of one part,
 // named here by the CTE that reads it (`d` reads the balances).
 const captured: Array<{ text: string; parts: Record<string, string> }> = []
-const writer = kassa.runtime.ledger.writer as unknown as { batchStatement(flight: unknown): unknown }
+const writer = kassa.runtime.ledger.writer as unknown as { batchStatement(flight: unknown): TextStatement }
 const build = writer.batchStatement.bind(writer)
 writer.batchStatement = (flight: unknown) => {
   const statement = build(flight)
-  const { sql: text, params } = (kassa.runtime.db as unknown as { dialect: { sqlToQuery(query: unknown): { sql: string; params: unknown[] } } }).dialect.sqlToQuery(statement)
   const parts: Record<string, string> = {}
-  params.forEach((value, index) => {
-    const at = text.indexOf(`$${index + 1}::jsonb`)
-    const reader = [...text.slice(0, at).matchAll(/(\w+) as \(/g)].at(-1)?.[1] ?? 'input'
-    parts[reader === 'd' ? 'balances' : reader] = String(value)
+  statement.params.forEach((value, index) => {
+    const at = statement.text.indexOf(`$${index + 1}::jsonb`)
+    const reader = [...statement.text.slice(0, at).matchAll(/(\w+) as \(/g)].at(-1)?.[1] ?? 'input'
+    parts[reader === 'd' ? 'balances' : reader] = value
   })
-  captured.push({ text, parts })
+  captured.push({ text: statement.text, parts })
   return statement
 }
 
