@@ -19,7 +19,8 @@
  *
  * Settings: AUTHCPU_DURATION_MS (default 3000, after a 1000 ms warm-up), AUTHCPU_CONCURRENCY
  * (default 32), AUTHCPU_ACCOUNTS (default 16), AUTHCPU_IDEMPOTENCY=1 to send an Idempotency-Key with
- * every request.
+ * every request, AUTHCPU_AMOUNT (default 1.25; more than an account holds, such as 100000000,
+ * measures the decline path: every request declined with insufficient_funds and recorded).
  *
  * Profile it:
  *   ./node_modules/.bin/bun --cpu-prof-md --cpu-prof-dir=/tmp/hotcpu bench/authorize-cpu.ts
@@ -38,6 +39,7 @@ const ACCOUNTS = Number(process.env.AUTHCPU_ACCOUNTS ?? 16)
 const USE_POSTGRES = process.env.AUTHCPU_POSTGRES === '1'
 const WITH_IDEMPOTENCY = process.env.AUTHCPU_IDEMPOTENCY === '1'
 const SKIP_WRITER = process.env.AUTHCPU_WRITER === 'skip'
+const AMOUNT = process.env.AUTHCPU_AMOUNT ?? '1.25'
 const BASE = 'http://kassa.bench'
 
 let benchDatabase: BenchDatabase | undefined
@@ -79,7 +81,7 @@ if (SKIP_WRITER) {
 let sequence = 0
 function authorizeRequest(): Request {
   const accountId = accounts[sequence % accounts.length]!
-  const body = JSON.stringify({ accountId, asset: 'USDC', amount: '1.25', merchant: { name: 'Coffee', mcc: '5814' } })
+  const body = JSON.stringify({ accountId, asset: 'USDC', amount: AMOUNT, merchant: { name: 'Coffee', mcc: '5814' } })
   // As over HTTP, where a client sends a fixed body with its Content-Length (a Request built in
   // process has none unless told).
   const requestHeaders: Record<string, string> = { ...headers, 'content-length': String(Buffer.byteLength(body)) }
