@@ -19,8 +19,8 @@
  *
  * Settings: AUTHCPU_DURATION_MS (default 3000, after a 1000 ms warm-up), AUTHCPU_CONCURRENCY
  * (default 32), AUTHCPU_ACCOUNTS (default 16), AUTHCPU_IDEMPOTENCY=1 to send an Idempotency-Key with
- * every request, AUTHCPU_AMOUNT (default 1.25; more than an account holds, such as 100000000,
- * measures the decline path: every request declined with insufficient_funds and recorded).
+ * every request, AUTHCPU_AMOUNT (default 1.25; an amount past the per-payment limit, such as
+ * 100000000, measures the decline path: every request declined with limit_exceeded and recorded).
  *
  * Profile it:
  *   ./node_modules/.bin/bun --cpu-prof-md --cpu-prof-dir=/tmp/hotcpu bench/authorize-cpu.ts
