@@ -182,6 +182,16 @@ export class DeliveryWorker {
    * organization's clock), and the platform-wide vault events fanned out while it exists.
    */
   async fanOut(): Promise<number> {
+    // Read-only first: locking the cursor row makes the transaction a write that Postgres must
+    // flush at commit, which an idle instance's passes would otherwise pay several times a second.
+    const [probe] = await queryPrepared<{ pending: boolean }>(
+      this.runtime.db,
+      sql`select exists (
+            select 1 from events
+            where (txid, seq) > (select last_txid, last_seq from webhook_outbox_cursor where name = 'deliveries') and ${VISIBLE_EVENT}
+          ) as pending`,
+    )
+    if (probe?.pending === false) return 0
     const wallNow = new Date(this.runtime.clock.wallNowMs()).toISOString()
     return this.runtime.db.transaction(async (tx) => {
       const [cursor] = await queryPrepared<{ txid: string; seq: string }>(
