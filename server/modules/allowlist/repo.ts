@@ -1,4 +1,4 @@
-import { and, asc, eq, gt, inArray, lte, ne, type SQL } from 'drizzle-orm'
+import { and, asc, eq, gt, inArray, lte, min, ne, type SQL } from 'drizzle-orm'
 import type { Executor } from '../../../db/client.ts'
 import { allowlistEntries } from '../../../db/schema/index.ts'
 
@@ -47,9 +47,14 @@ export async function markRemoved(executor: Executor, orgId: string, id: string,
 }
 
 /** Organizations with entries still in their timelock. */
-export async function orgsWithPendingEntries(executor: Executor): Promise<string[]> {
-  const rows = await executor.selectDistinct({ orgId: allowlistEntries.orgId }).from(allowlistEntries).where(eq(allowlistEntries.state, 'pending'))
-  return rows.map((row) => row.orgId)
+/** Per organization with entries in their timelock, when the first of them ends (on its own clock). */
+export async function pendingActivations(executor: Executor): Promise<Array<{ orgId: string; dueAt: Date }>> {
+  const rows = await executor
+    .select({ orgId: allowlistEntries.orgId, dueAt: min(allowlistEntries.activatesAt) })
+    .from(allowlistEntries)
+    .where(eq(allowlistEntries.state, 'pending'))
+    .groupBy(allowlistEntries.orgId)
+  return rows.flatMap((row) => (row.dueAt === null ? [] : [{ orgId: row.orgId, dueAt: row.dueAt }]))
 }
 
 /**

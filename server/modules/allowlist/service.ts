@@ -4,11 +4,17 @@ import { onePage, pageLimit } from '../../lib/pagination.ts'
 import type { Runtime } from '../../runtime.ts'
 import { parseAddress } from '../chain/addresses.ts'
 import { appendEvent } from '../events/writer.ts'
+import { DueSweep, earliestWallMs } from '../../platform/due-sweep.ts'
 import { ALLOWLIST_TIMELOCK_MS, type AllowlistEntryView, type CreateAllowlistEntryInput } from './model.ts'
 import * as repo from './repo.ts'
 
-/** How often the activation sweep runs besides right after a sandbox clock advance. */
-const ACTIVATION_SWEEP_INTERVAL_MS = 1000
+/**
+ * The activation sweep runs when the first timelock ends (see `DueSweep`), right after a sandbox
+ * clock advance, and at least this often for entries another instance registered.
+ */
+const ACTIVATION_SWEEP_BACKSTOP_MS = 2000
+/** The least time between passes while entries stay due (the interval the sweep used to poll at). */
+const ACTIVATION_SWEEP_MIN_GAP_MS = 1000
 /** One sweep activates at most this many entries per organization; the next sweep takes the rest. */
 const ACTIVATION_BATCH_MAX = 500
 
@@ -64,7 +70,10 @@ export async function registerEntry(
     if (row) await appendEvent(tx, { orgId, type: 'treasury.allowlist.created', data: { ...eventData(row), activatesAt: row.activatesAt.toISOString() }, created: now })
     return row
   })
-  if (inserted) return { entry: toAllowlistEntryView(inserted), created: true }
+  if (inserted) {
+    sweeps.get(runtime)?.wake(runtime.clock.wallMsAt(orgId, inserted.activatesAt.getTime()))
+    return { entry: toAllowlistEntryView(inserted), created: true }
+  }
   // A concurrent registration of the same destination won; answer its entry.
   const winner = await repo.findLiveEntry(runtime.db, orgId, account.id, input.network, address)
   if (!winner) throw new ApiError('conflict', 'The destination changed while it was being registered; try again')
@@ -107,17 +116,23 @@ export async function activateDueEntries(runtime: Runtime, orgId: string): Promi
   })
 }
 
-/** One pass over every organization with entries in their timelock. */
-export async function activateAllDue(runtime: Runtime): Promise<number> {
-  let count = 0
-  for (const orgId of await repo.orgsWithPendingEntries(runtime.db)) {
+/**
+ * One pass: activates the entries of every organization whose first timelock has ended on its own
+ * clock, and answers when the next one ends (wall clock), or undefined when none is pending.
+ */
+export async function activateAllDue(runtime: Runtime): Promise<number | undefined> {
+  const pending = await repo.pendingActivations(runtime.db)
+  const now = runtime.clock.wallNowMs()
+  const due = pending.filter((row) => runtime.clock.wallMsAt(row.orgId, row.dueAt.getTime()) <= now)
+  if (due.length === 0) return earliestWallMs(runtime.clock, pending)
+  for (const { orgId } of due) {
     try {
-      count += await activateDueEntries(runtime, orgId)
+      await activateDueEntries(runtime, orgId)
     } catch (error) {
       console.error(`allowlist: activation for ${orgId} failed; the next sweep retries`, error)
     }
   }
-  return count
+  return earliestWallMs(runtime.clock, await repo.pendingActivations(runtime.db))
 }
 
 /**
@@ -139,26 +154,20 @@ export async function requireActiveEntry(runtime: Runtime, orgId: string, id: st
   return row
 }
 
+const sweeps = new WeakMap<Runtime, DueSweep>()
+
 /** Runs the activation sweep in the background (and right after a sandbox clock advance) until the runtime stops. */
 export function startAllowlistActivation(runtime: Runtime): void {
-  let sweeping: Promise<unknown> | undefined
-  const sweep = () => {
-    if (sweeping) return sweeping
-    sweeping = activateAllDue(runtime)
-      .catch((error: unknown) => console.error('allowlist: activation sweep failed', error))
-      .finally(() => {
-        sweeping = undefined
-      })
-    return sweeping
-  }
-  const timer = setInterval(sweep, ACTIVATION_SWEEP_INTERVAL_MS)
-  timer.unref()
+  const sweep = new DueSweep(
+    { name: 'allowlist', backstopMs: ACTIVATION_SWEEP_BACKSTOP_MS, minGapMs: ACTIVATION_SWEEP_MIN_GAP_MS, wallNowMs: () => runtime.clock.wallNowMs() },
+    () => activateAllDue(runtime),
+  )
+  sweeps.set(runtime, sweep)
   // After a sandbox clock advance the answer already reflects the entries that became active.
   runtime.clock.onAdvance(async (orgId) => {
     await activateDueEntries(runtime, orgId)
+    sweep.wake()
   })
-  runtime.stoppers.push(async () => {
-    clearInterval(timer)
-    await sweeping
-  })
+  sweep.start()
+  runtime.stoppers.push(() => sweep.stop())
 }

@@ -1,8 +1,14 @@
+import { DueSweep } from '../../platform/due-sweep.ts'
 import type { Runtime } from '../../runtime.ts'
 import { SandboxChain } from './simulator.ts'
 
-/** How often the simulator looks for withdrawals that reached finality as time passes on its own. */
-const SETTLE_SWEEP_INTERVAL_MS = 250
+/**
+ * The simulator settles withdrawals when the earliest reaches finality as time passes on its own
+ * (see `DueSweep`), and looks at least this often for what another instance submitted.
+ */
+const SETTLE_SWEEP_BACKSTOP_MS = 2000
+/** The least time between passes while work stays due (the interval the sweep used to poll at). */
+const SETTLE_SWEEP_MIN_GAP_MS = 250
 
 /** The sandbox simulator behind `runtime.chain`, for the sandbox routes; undefined with another adapter. */
 export function sandboxChainOf(runtime: Runtime): SandboxChain | undefined {
@@ -16,20 +22,18 @@ export function sandboxChainOf(runtime: Runtime): SandboxChain | undefined {
 export function startChain(runtime: Runtime): void {
   const simulator = sandboxChainOf(runtime)
   if (!simulator) return
-  runtime.clock.onAdvance((orgId) => simulator.settleDue(orgId))
-  let sweeping: Promise<unknown> | undefined
-  const timer = setInterval(() => {
-    if (sweeping) return
-    sweeping = simulator
-      .settleDue()
-      .catch((error: unknown) => console.error('chain: settle sweep failed; the next sweep retries', error))
-      .finally(() => {
-        sweeping = undefined
-      })
-  }, SETTLE_SWEEP_INTERVAL_MS)
-  timer.unref()
-  runtime.stoppers.push(async () => {
-    clearInterval(timer)
-    await sweeping
+  const sweep = new DueSweep({ name: 'chain', backstopMs: SETTLE_SWEEP_BACKSTOP_MS, minGapMs: SETTLE_SWEEP_MIN_GAP_MS, wallNowMs: () => runtime.clock.wallNowMs() }, async () => {
+    const next = await simulator.nextDueWallMs()
+    if (next === undefined || next > runtime.clock.wallNowMs()) return next
+    await simulator.settleDue()
+    return simulator.nextDueWallMs()
   })
+  simulator.onDue((wallMs) => sweep.wake(wallMs))
+  runtime.clock.onAdvance(async (orgId) => {
+    await simulator.settleDue(orgId)
+    // The organization's later withdrawals now reach finality earlier.
+    sweep.wake()
+  })
+  sweep.start()
+  runtime.stoppers.push(() => sweep.stop())
 }

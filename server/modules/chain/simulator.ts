@@ -1,4 +1,4 @@
-import { and, eq, isNull, ne } from 'drizzle-orm'
+import { and, eq, isNull, min, ne } from 'drizzle-orm'
 import { sha256 } from '@noble/hashes/sha2.js'
 import { bytesToHex, utf8ToBytes } from '@noble/hashes/utils.js'
 import type { Database } from '../../../db/client.ts'
@@ -6,6 +6,7 @@ import { chainWithdrawals } from '../../../db/schema/index.ts'
 import { assert } from '../../lib/assert.ts'
 import { ApiError, notFound } from '../../lib/errors.ts'
 import type { Clock } from '../clock/clock.ts'
+import { earliestWallMs } from '../../platform/due-sweep.ts'
 import type { ChainAdapter, OutgoingTransfer, UnsignedTransaction, WithdrawalOutcome } from './adapter.ts'
 import { parseAddress, type Network } from './addresses.ts'
 import type { AddressDeriver } from './derivation.ts'
@@ -71,6 +72,8 @@ export class SandboxChain implements ChainAdapter {
   private readonly listeners: Array<(outcome: WithdrawalOutcome) => Promise<void>> = []
   /** Settle passes run one at a time (sweep, clock advance and tests may ask at once). */
   private settling: Promise<void> = Promise.resolve()
+  /** Told the wall-clock time a withdrawal just submitted reaches finality (the settle sweep's wake). */
+  private dueListener: ((wallMs: number) => void) | undefined
 
   constructor(
     private readonly db: Database,
@@ -106,6 +109,7 @@ export class SandboxChain implements ChainAdapter {
       .onConflictDoNothing()
     const row = await this.findWithdrawal(transfer.orgId, transfer.withdrawalId)
     assert(row !== undefined, 'a submitted withdrawal is recorded')
+    this.dueListener?.(this.clock.wallMsAt(row.orgId, row.finalAt.getTime()))
     return { txHash: row.txHash }
   }
 
@@ -138,6 +142,32 @@ export class SandboxChain implements ChainAdapter {
     if (!updated) throw new ApiError('conflict', `Withdrawal ${withdrawalId} settled meanwhile`)
     // Finality is judged on the clock, not on when a sweep runs: a failure asked for in time wins.
     return updated
+  }
+
+  /** Calls `listener` with the wall-clock time each withdrawal submitted from now on reaches finality. */
+  onDue(listener: (wallMs: number) => void): void {
+    this.dueListener = listener
+  }
+
+  /**
+   * When a settle pass next has work, in wall-clock ms: the earliest finality of a submitted
+   * withdrawal on its organization's clock, or now while settled outcomes wait to be delivered to
+   * a listener (a listener that failed is called again). Undefined when nothing is pending.
+   */
+  async nextDueWallMs(): Promise<number | undefined> {
+    const due = await this.db
+      .select({ orgId: chainWithdrawals.orgId, dueAt: min(chainWithdrawals.finalAt) })
+      .from(chainWithdrawals)
+      .where(eq(chainWithdrawals.state, 'submitted'))
+      .groupBy(chainWithdrawals.orgId)
+    const next = earliestWallMs(this.clock, due.flatMap((row) => (row.dueAt === null ? [] : [{ orgId: row.orgId, dueAt: row.dueAt }])))
+    if (this.listeners.length === 0) return next
+    const [undelivered] = await this.db
+      .select({ withdrawalId: chainWithdrawals.withdrawalId })
+      .from(chainWithdrawals)
+      .where(and(ne(chainWithdrawals.state, 'submitted'), isNull(chainWithdrawals.acknowledgedAt)))
+      .limit(1)
+    return undelivered === undefined ? next : this.clock.wallNowMs()
   }
 
   /** Settles what is due (all organizations, or one after its clock moved) and delivers outcomes. */

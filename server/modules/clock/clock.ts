@@ -37,6 +37,11 @@ export class Clock {
     return this.wallClockMs() + (this.offsets.get(orgId) ?? 0)
   }
 
+  /** The wall-clock instant at which an organization's clock shows `orgMs` (for timers). */
+  wallMsAt(orgId: string, orgMs: number): number {
+    return orgMs - (this.offsets.get(orgId) ?? 0)
+  }
+
   /** The latest time any organization's clock shows: sweeps fetch what is due by it, then judge each row on its own clock. */
   latestNowMs(): number {
     let offset = 0

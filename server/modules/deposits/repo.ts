@@ -1,4 +1,4 @@
-import { and, asc, desc, eq, gt, inArray, lte, ne, type SQL } from 'drizzle-orm'
+import { and, asc, desc, eq, gt, inArray, lte, min, ne, type SQL } from 'drizzle-orm'
 import type { Executor } from '../../../db/client.ts'
 import { chainArrivals, depositAddresses, deposits } from '../../../db/schema/index.ts'
 import type { Network } from '../chain/addresses.ts'
@@ -116,6 +116,18 @@ export async function findArrival(executor: Executor, id: string): Promise<Arriv
 export async function insertArrival(executor: Executor, row: typeof chainArrivals.$inferInsert): Promise<boolean> {
   const inserted = await executor.insert(chainArrivals).values(row).onConflictDoNothing().returning({ id: chainArrivals.id })
   return inserted.length > 0
+}
+
+/**
+ * Per organization, the earliest time (on its own clock) an arrival reaches finality or a declared
+ * deposit expires: when the sweep next has work (see `DueSweep`).
+ */
+export async function nextDueWork(executor: Executor): Promise<Array<{ orgId: string; dueAt: Date }>> {
+  const [finality, expiry] = await Promise.all([
+    executor.select({ orgId: chainArrivals.orgId, dueAt: min(chainArrivals.finalAt) }).from(chainArrivals).where(eq(chainArrivals.state, 'confirming')).groupBy(chainArrivals.orgId),
+    executor.select({ orgId: deposits.orgId, dueAt: min(deposits.expiresAt) }).from(deposits).where(eq(deposits.state, 'awaiting_funds')).groupBy(deposits.orgId),
+  ])
+  return [...finality, ...expiry].flatMap((row) => (row.dueAt === null ? [] : [{ orgId: row.orgId, dueAt: row.dueAt }]))
 }
 
 export async function confirmingArrivals(executor: Executor, finalBy: Date, limit: number): Promise<ArrivalRecord[]> {

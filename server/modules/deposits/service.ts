@@ -15,11 +15,18 @@ import { blockAt, confirmationsRequired, finalityAt, NETWORK_PACE, parseTxHash }
 import type { ArrivalInput, ChainArrivalView, CreateDepositAddressInput, CreateDepositInput, DepositAddressView, DepositView } from './model.ts'
 import * as repo from './repo.ts'
 import type { ArrivalRecord, DepositAddressRecord, DepositRecord } from './repo.ts'
+import { DueSweep, earliestWallMs } from '../../platform/due-sweep.ts'
 
 /** A declared deposit is matched by arrivals observed within this long on the organization's clock. */
 export const DECLARED_DEPOSIT_LIFETIME_MS = 24 * 3600 * 1000
-/** How often the sweep looks for arrivals that reached finality and declared deposits that expired. */
-const SWEEP_INTERVAL_MS = 250
+/**
+ * The sweep for arrivals that reached finality and declared deposits that expired runs when the
+ * earliest of them falls due (see `DueSweep`), and at least this often for what another instance
+ * wrote or a wall clock that jumped.
+ */
+const SWEEP_BACKSTOP_MS = 2000
+/** The least time between passes while work stays due (the interval the sweep used to poll at). */
+const SWEEP_MIN_GAP_MS = 250
 /** One sweep finalizes or expires at most this many rows; the next sweep takes the rest. */
 const SWEEP_BATCH_MAX = 500
 
@@ -220,6 +227,7 @@ export async function createDeposit(runtime: Runtime, orgId: string, input: Crea
     completedAt: null,
   }
   await repo.insertDeposit(runtime.db, row)
+  dueAt(runtime, orgId, row.expiresAt!)
   return toDepositView(row)
 }
 
@@ -293,7 +301,7 @@ export async function observeArrival(runtime: Runtime, orgId: string, input: Arr
   const address = parseAddress(network, input.address, 'address')
   const txHash = parseTxHash(network, input.txHash, 'txHash')
   const amountMinor = parseAmount(input.amount, info.decimals, 'amount')
-  return serialized(runtime, async () => {
+  const observed = await serialized(runtime, async (): Promise<{ arrival: ChainArrivalView; created: boolean }> => {
     const existing = await repo.findArrivalByKey(runtime.db, network, txHash, address)
     if (existing) {
       if (existing.orgId !== orgId || existing.asset !== info.asset || existing.amount !== amountMinor) {
@@ -381,6 +389,8 @@ export async function observeArrival(runtime: Runtime, orgId: string, input: Arr
     }
     return { arrival: toArrivalView(runtime, credited), created: true }
   })
+  if (observed.created) dueAt(runtime, orgId, new Date(observed.arrival.finalAt))
+  return observed
 }
 
 export async function getArrival(runtime: Runtime, orgId: string | undefined, id: string): Promise<ChainArrivalView> {
@@ -596,21 +606,32 @@ export async function runDueDepositWork(runtime: Runtime, orgId?: string): Promi
   await expireDueDeposits(runtime, orgId)
 }
 
+const sweeps = new WeakMap<Runtime, DueSweep>()
+
+/** Tells the sweep of work this process just created, due at `dueAt` on the organization's clock. */
+function dueAt(runtime: Runtime, orgId: string, at: Date): void {
+  sweeps.get(runtime)?.wake(runtime.clock.wallMsAt(orgId, at.getTime()))
+}
+
+/** One sweep pass: the due work if any is due, then when the next falls due. */
+async function depositSweep(runtime: Runtime): Promise<number | undefined> {
+  const next = earliestWallMs(runtime.clock, await repo.nextDueWork(runtime.db))
+  if (next === undefined || next > runtime.clock.wallNowMs()) return next
+  await runDueDepositWork(runtime)
+  return earliestWallMs(runtime.clock, await repo.nextDueWork(runtime.db))
+}
+
 export function startDeposits(runtime: Runtime): void {
-  runtime.clock.onAdvance((orgId) => runDueDepositWork(runtime, orgId))
-  let sweeping: Promise<unknown> | undefined
-  const timer = setInterval(() => {
-    if (sweeping) return
-    sweeping = runDueDepositWork(runtime)
-      .catch((error: unknown) => console.error('deposits: sweep failed; the next sweep retries', error))
-      .finally(() => {
-        sweeping = undefined
-      })
-  }, SWEEP_INTERVAL_MS)
-  timer.unref()
+  const sweep = new DueSweep({ name: 'deposits', backstopMs: SWEEP_BACKSTOP_MS, minGapMs: SWEEP_MIN_GAP_MS, wallNowMs: () => runtime.clock.wallNowMs() }, () => depositSweep(runtime))
+  sweeps.set(runtime, sweep)
+  runtime.clock.onAdvance(async (orgId) => {
+    await runDueDepositWork(runtime, orgId)
+    // The organization's later work now falls due earlier.
+    sweep.wake()
+  })
+  sweep.start()
   runtime.stoppers.push(async () => {
-    clearInterval(timer)
-    await sweeping
+    await sweep.stop()
     await runtime.ledger.drain()
   })
 }
