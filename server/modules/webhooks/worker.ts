@@ -81,6 +81,8 @@ export class DeliveryWorker {
   private kickPending = false
   /** Whether the current pass found events or due deliveries. */
   private busy = false
+  /** Whether the last fan-out found no new event (the next one looks read-only first). */
+  private lastFanOutEmpty = false
   private stopped = false
   private readonly ca: Buffer | undefined
   private readonly outcomes: Array<{ delivery: Claimed; outcome: Outcome; resolve: () => void; reject: (error: unknown) => void }> = []
@@ -182,16 +184,26 @@ export class DeliveryWorker {
    * organization's clock), and the platform-wide vault events fanned out while it exists.
    */
   async fanOut(): Promise<number> {
-    // Read-only first: locking the cursor row makes the transaction a write that Postgres must
-    // flush at commit, which an idle instance's passes would otherwise pay several times a second.
-    const [probe] = await queryPrepared<{ pending: boolean }>(
-      this.runtime.db,
-      sql`select exists (
-            select 1 from events
-            where (txid, seq) > (select last_txid, last_seq from webhook_outbox_cursor where name = 'deliveries') and ${VISIBLE_EVENT}
-          ) as pending`,
-    )
-    if (probe?.pending === false) return 0
+    const fanned = await this.fanOutBatch()
+    this.lastFanOutEmpty = fanned === 0
+    return fanned
+  }
+
+  private async fanOutBatch(): Promise<number> {
+    // After a fan-out that found nothing, look read-only first: locking the cursor row makes the
+    // transaction a write that Postgres must flush at commit, which an idle instance's passes would
+    // otherwise pay several times a second. While events keep coming the look would only add a
+    // query (its visibility horizon reads pg_stat_activity), so a busy worker goes straight on.
+    if (this.lastFanOutEmpty) {
+      const [probe] = await queryPrepared<{ pending: boolean }>(
+        this.runtime.db,
+        sql`select exists (
+              select 1 from events
+              where (txid, seq) > (select last_txid, last_seq from webhook_outbox_cursor where name = 'deliveries') and ${VISIBLE_EVENT}
+            ) as pending`,
+      )
+      if (probe?.pending === false) return 0
+    }
     const wallNow = new Date(this.runtime.clock.wallNowMs()).toISOString()
     return this.runtime.db.transaction(async (tx) => {
       const [cursor] = await queryPrepared<{ txid: string; seq: string }>(
