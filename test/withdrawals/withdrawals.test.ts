@@ -225,6 +225,36 @@ describe('withdrawal above the approval threshold', () => {
 })
 
 describe('withdrawal failure on chain', () => {
+  test('a broadcast that throws is tried again by the sweep and the withdrawal is submitted once', async () => {
+    const holder = await fx.mint('retried')
+    await fx.fund(holder, '1000', 'USDT')
+    const entry = await fx.activeEntry(holder, 'tron', TRON_DESTINATION)
+    const chain = app.kassa.runtime.chain
+    const submit = chain.submitWithdrawal.bind(chain)
+    let attempts = 0
+    chain.submitWithdrawal = async (transfer) => {
+      attempts += 1
+      if (attempts === 1) throw new Error('node unreachable (test)')
+      return submit(transfer)
+    }
+    const errors: unknown[] = []
+    const logError = console.error
+    console.error = (...args: unknown[]) => errors.push(args)
+    try {
+      const created = await fx.withdraw({ accountId: holder, allowlistEntryId: entry, quoteId: await fx.quote(holder, '100', 'USDT') })
+      expect(created.status).toBe(201)
+      const submitted = await fx.waitForState(created.body.id, 'submitted')
+      expect(submitted.txHash).toMatch(/^[0-9a-f]{64}$/)
+      expect(attempts).toBe(2)
+      expect(errors.length).toBeGreaterThanOrEqual(1)
+      expect((await eventsOf(app, fx.org.id, 'treasury.withdrawal.submitted')).filter((event) => event.data.id === created.body.id)).toHaveLength(1)
+    } finally {
+      chain.submitWithdrawal = submit
+      console.error = logError
+    }
+    await expectVerified(app)
+  })
+
   test('a failed broadcast ends failed with the funds back in available, exactly once', async () => {
     const holder = await fx.mint('failing')
     await fx.fund(holder, '1000', 'USDT')

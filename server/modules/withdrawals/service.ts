@@ -7,6 +7,7 @@ import { newId } from '../../lib/ids.ts'
 import { formatAmount } from '../../lib/money.ts'
 import { onePage, pageLimit } from '../../lib/pagination.ts'
 import type { Principal } from '../../platform/auth.ts'
+import { DueSweep } from '../../platform/due-sweep.ts'
 import type { Runtime } from '../../runtime.ts'
 import { requireActiveEntry } from '../allowlist/service.ts'
 import { findAsset, requireAsset } from '../assets/catalog.ts'
@@ -17,8 +18,13 @@ import { findQuote, markQuoteConsumed } from '../quotes/repo.ts'
 import type { CreateWithdrawalInput, ListWithdrawalsInput, WithdrawalState, WithdrawalView } from './model.ts'
 import * as repo from './repo.ts'
 
-/** How often approved withdrawals not yet broadcast are looked for (after a restart or a failed broadcast). */
-const DISPATCH_SWEEP_INTERVAL_MS = 1000
+/**
+ * Approved withdrawals not yet broadcast (after a restart, a failed broadcast, or another instance
+ * that stopped before broadcasting) are looked for at least this often (see `DueSweep`)...
+ */
+const DISPATCH_SWEEP_BACKSTOP_MS = 2000
+/** ...and a failed broadcast is tried again after this long. */
+const DISPATCH_RETRY_MS = 1000
 const DISPATCH_BATCH_MAX = 100
 const OPEN_STATES: readonly WithdrawalState[] = ['approved', 'submitted']
 
@@ -417,36 +423,44 @@ async function dispatch(runtime: Runtime, row: repo.WithdrawalRecord): Promise<v
   }
 }
 
+const sweeps = new WeakMap<Runtime, DueSweep>()
+
 function dispatchSoon(runtime: Runtime, row: repo.WithdrawalRecord | repo.WithdrawalRow): void {
-  void dispatch(runtime, row as repo.WithdrawalRecord).catch((error: unknown) => console.error(`withdrawals: broadcasting ${row.id} failed; the sweep retries`, error))
+  void dispatch(runtime, row as repo.WithdrawalRecord).catch((error: unknown) => {
+    console.error(`withdrawals: broadcasting ${row.id} failed; the sweep retries`, error)
+    sweeps.get(runtime)?.wake(runtime.clock.wallNowMs() + DISPATCH_RETRY_MS)
+  })
 }
 
-/** Broadcasts every approved withdrawal not yet submitted (after a restart, or when a broadcast failed). */
-export async function dispatchApproved(runtime: Runtime): Promise<number> {
+/**
+ * Broadcasts every approved withdrawal not yet submitted (after a restart, or when a broadcast
+ * failed). Answers when to look again: after the retry delay if a broadcast failed or more are
+ * waiting than one pass takes, otherwise undefined (the sweep's backstop).
+ */
+export async function dispatchApproved(runtime: Runtime): Promise<number | undefined> {
   const rows = await repo.approvedWithdrawals(runtime.db, DISPATCH_BATCH_MAX)
   const outcomes = await Promise.allSettled(rows.map((row) => dispatch(runtime, row)))
-  for (const outcome of outcomes) if (outcome.status === 'rejected') console.error('withdrawals: a broadcast failed; the next sweep retries', outcome.reason)
-  return rows.length
+  let failed = false
+  for (const outcome of outcomes) {
+    if (outcome.status === 'rejected') {
+      failed = true
+      console.error('withdrawals: a broadcast failed; the next sweep retries', outcome.reason)
+    }
+  }
+  return failed || rows.length === DISPATCH_BATCH_MAX ? runtime.clock.wallNowMs() + DISPATCH_RETRY_MS : undefined
 }
 
 /** Listens to chain outcomes and runs the broadcast sweep until the runtime stops. */
 export function startWithdrawals(runtime: Runtime): void {
   runtime.chain.onWithdrawalOutcome((outcome) => applyOutcome(runtime, outcome))
-  let sweeping: Promise<unknown> | undefined
-  const sweep = () => {
-    if (sweeping) return
-    sweeping = dispatchApproved(runtime)
-      .catch((error: unknown) => console.error('withdrawals: broadcast sweep failed', error))
-      .finally(() => {
-        sweeping = undefined
-      })
-  }
-  sweep()
-  const timer = setInterval(sweep, DISPATCH_SWEEP_INTERVAL_MS)
-  timer.unref()
+  const sweep = new DueSweep(
+    { name: 'withdrawals', backstopMs: DISPATCH_SWEEP_BACKSTOP_MS, minGapMs: DISPATCH_RETRY_MS, wallNowMs: () => runtime.clock.wallNowMs() },
+    () => dispatchApproved(runtime),
+  )
+  sweeps.set(runtime, sweep)
+  sweep.start()
   runtime.stoppers.push(async () => {
-    clearInterval(timer)
-    await sweeping
+    await sweep.stop()
     await Promise.allSettled([...stateOf(runtime).locks.values()])
   })
 }
