@@ -227,7 +227,7 @@ export async function createDeposit(runtime: Runtime, orgId: string, input: Crea
     completedAt: null,
   }
   await repo.insertDeposit(runtime.db, row)
-  dueAt(runtime, orgId, row.expiresAt!)
+  wakeSweepFor(runtime, orgId, row.expiresAt!)
   return toDepositView(row)
 }
 
@@ -389,7 +389,7 @@ export async function observeArrival(runtime: Runtime, orgId: string, input: Arr
     }
     return { arrival: toArrivalView(runtime, credited), created: true }
   })
-  if (observed.created) dueAt(runtime, orgId, new Date(observed.arrival.finalAt))
+  if (observed.created) wakeSweepFor(runtime, orgId, new Date(observed.arrival.finalAt))
   return observed
 }
 
@@ -608,8 +608,8 @@ export async function runDueDepositWork(runtime: Runtime, orgId?: string): Promi
 
 const sweeps = new WeakMap<Runtime, DueSweep>()
 
-/** Tells the sweep of work this process just created, due at `dueAt` on the organization's clock. */
-function dueAt(runtime: Runtime, orgId: string, at: Date): void {
+/** Tells the sweep of work this process just created, due at `at` on the organization's clock. */
+function wakeSweepFor(runtime: Runtime, orgId: string, at: Date): void {
   sweeps.get(runtime)?.wake(runtime.clock.wallMsAt(orgId, at.getTime()))
 }
 
