@@ -107,12 +107,27 @@ export class DueSweep {
   }
 }
 
-/** The earliest wall-clock instant at which one of the organizations' clocks reaches its due time. */
-export function earliestWallMs(clock: { wallMsAt(orgId: string, orgMs: number): number }, due: ReadonlyArray<{ orgId: string; dueAt: Date }>): number | undefined {
+/**
+ * The earliest wall-clock instant at which one of the organizations' clocks reaches its due time
+ * (rows as a per-organization `min()` answers them; one without a due time is skipped).
+ */
+export function earliestWallMs(clock: { wallMsAt(orgId: string, orgMs: number): number }, due: ReadonlyArray<{ orgId: string; dueAt: Date | null }>): number | undefined {
   let earliest: number | undefined
   for (const row of due) {
+    if (row.dueAt === null) continue
     const at = clock.wallMsAt(row.orgId, row.dueAt.getTime())
     if (earliest === undefined || at < earliest) earliest = at
   }
   return earliest
+}
+
+/**
+ * A pass that works only when something is due: asks when the next work falls due, runs `work`
+ * if that is now, and answers when the next falls due after it (the pass `DueSweep` expects).
+ */
+export async function whenDue(wallNowMs: () => number, nextDue: () => Promise<number | undefined>, work: () => Promise<unknown>): Promise<number | undefined> {
+  const next = await nextDue()
+  if (next === undefined || next > wallNowMs()) return next
+  await work()
+  return nextDue()
 }

@@ -46,15 +46,13 @@ export async function markRemoved(executor: Executor, orgId: string, id: string,
   return row
 }
 
-/** Organizations with entries still in their timelock. */
 /** Per organization with entries in their timelock, when the first of them ends (on its own clock). */
-export async function pendingActivations(executor: Executor): Promise<Array<{ orgId: string; dueAt: Date }>> {
-  const rows = await executor
+export async function pendingActivations(executor: Executor): Promise<Array<{ orgId: string; dueAt: Date | null }>> {
+  return executor
     .select({ orgId: allowlistEntries.orgId, dueAt: min(allowlistEntries.activatesAt) })
     .from(allowlistEntries)
     .where(eq(allowlistEntries.state, 'pending'))
     .groupBy(allowlistEntries.orgId)
-  return rows.flatMap((row) => (row.dueAt === null ? [] : [{ orgId: row.orgId, dueAt: row.dueAt }]))
 }
 
 /**

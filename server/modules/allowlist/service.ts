@@ -123,7 +123,7 @@ export async function activateDueEntries(runtime: Runtime, orgId: string): Promi
 export async function activateAllDue(runtime: Runtime): Promise<number | undefined> {
   const pending = await repo.pendingActivations(runtime.db)
   const now = runtime.clock.wallNowMs()
-  const due = pending.filter((row) => runtime.clock.wallMsAt(row.orgId, row.dueAt.getTime()) <= now)
+  const due = pending.filter((row) => row.dueAt !== null && runtime.clock.wallMsAt(row.orgId, row.dueAt.getTime()) <= now)
   if (due.length === 0) return earliestWallMs(runtime.clock, pending)
   for (const { orgId } of due) {
     try {

@@ -1,4 +1,4 @@
-import { DueSweep } from '../../platform/due-sweep.ts'
+import { DueSweep, whenDue } from '../../platform/due-sweep.ts'
 import type { Runtime } from '../../runtime.ts'
 import { SandboxChain } from './simulator.ts'
 
@@ -22,12 +22,10 @@ export function sandboxChainOf(runtime: Runtime): SandboxChain | undefined {
 export function startChain(runtime: Runtime): void {
   const simulator = sandboxChainOf(runtime)
   if (!simulator) return
-  const sweep = new DueSweep({ name: 'chain', backstopMs: SETTLE_SWEEP_BACKSTOP_MS, minGapMs: SETTLE_SWEEP_MIN_GAP_MS, wallNowMs: () => runtime.clock.wallNowMs() }, async () => {
-    const next = await simulator.nextDueWallMs()
-    if (next === undefined || next > runtime.clock.wallNowMs()) return next
-    await simulator.settleDue()
-    return simulator.nextDueWallMs()
-  })
+  const wallNowMs = () => runtime.clock.wallNowMs()
+  const sweep = new DueSweep({ name: 'chain', backstopMs: SETTLE_SWEEP_BACKSTOP_MS, minGapMs: SETTLE_SWEEP_MIN_GAP_MS, wallNowMs }, () =>
+    whenDue(wallNowMs, () => simulator.nextDueWallMs(), () => simulator.settleDue()),
+  )
   simulator.onDue((wallMs) => sweep.wake(wallMs))
   runtime.clock.onAdvance(async (orgId) => {
     await simulator.settleDue(orgId)

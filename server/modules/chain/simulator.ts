@@ -160,7 +160,7 @@ export class SandboxChain implements ChainAdapter {
       .from(chainWithdrawals)
       .where(eq(chainWithdrawals.state, 'submitted'))
       .groupBy(chainWithdrawals.orgId)
-    const next = earliestWallMs(this.clock, due.flatMap((row) => (row.dueAt === null ? [] : [{ orgId: row.orgId, dueAt: row.dueAt }])))
+    const next = earliestWallMs(this.clock, due)
     if (this.listeners.length === 0) return next
     const [undelivered] = await this.db
       .select({ withdrawalId: chainWithdrawals.withdrawalId })

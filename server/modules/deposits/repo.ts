@@ -122,12 +122,12 @@ export async function insertArrival(executor: Executor, row: typeof chainArrival
  * Per organization, the earliest time (on its own clock) an arrival reaches finality or a declared
  * deposit expires: when the sweep next has work (see `DueSweep`).
  */
-export async function nextDueWork(executor: Executor): Promise<Array<{ orgId: string; dueAt: Date }>> {
+export async function nextDueWork(executor: Executor): Promise<Array<{ orgId: string; dueAt: Date | null }>> {
   const [finality, expiry] = await Promise.all([
     executor.select({ orgId: chainArrivals.orgId, dueAt: min(chainArrivals.finalAt) }).from(chainArrivals).where(eq(chainArrivals.state, 'confirming')).groupBy(chainArrivals.orgId),
     executor.select({ orgId: deposits.orgId, dueAt: min(deposits.expiresAt) }).from(deposits).where(eq(deposits.state, 'awaiting_funds')).groupBy(deposits.orgId),
   ])
-  return [...finality, ...expiry].flatMap((row) => (row.dueAt === null ? [] : [{ orgId: row.orgId, dueAt: row.dueAt }]))
+  return [...finality, ...expiry]
 }
 
 export async function confirmingArrivals(executor: Executor, finalBy: Date, limit: number): Promise<ArrivalRecord[]> {

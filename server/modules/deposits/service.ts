@@ -15,7 +15,7 @@ import { blockAt, confirmationsRequired, finalityAt, NETWORK_PACE, parseTxHash }
 import type { ArrivalInput, ChainArrivalView, CreateDepositAddressInput, CreateDepositInput, DepositAddressView, DepositView } from './model.ts'
 import * as repo from './repo.ts'
 import type { ArrivalRecord, DepositAddressRecord, DepositRecord } from './repo.ts'
-import { DueSweep, earliestWallMs } from '../../platform/due-sweep.ts'
+import { DueSweep, earliestWallMs, whenDue } from '../../platform/due-sweep.ts'
 
 /** A declared deposit is matched by arrivals observed within this long on the organization's clock. */
 export const DECLARED_DEPOSIT_LIFETIME_MS = 24 * 3600 * 1000
@@ -613,16 +613,10 @@ function wakeSweepFor(runtime: Runtime, orgId: string, at: Date): void {
   sweeps.get(runtime)?.wake(runtime.clock.wallMsAt(orgId, at.getTime()))
 }
 
-/** One sweep pass: the due work if any is due, then when the next falls due. */
-async function depositSweep(runtime: Runtime): Promise<number | undefined> {
-  const next = earliestWallMs(runtime.clock, await repo.nextDueWork(runtime.db))
-  if (next === undefined || next > runtime.clock.wallNowMs()) return next
-  await runDueDepositWork(runtime)
-  return earliestWallMs(runtime.clock, await repo.nextDueWork(runtime.db))
-}
-
 export function startDeposits(runtime: Runtime): void {
-  const sweep = new DueSweep({ name: 'deposits', backstopMs: SWEEP_BACKSTOP_MS, minGapMs: SWEEP_MIN_GAP_MS, wallNowMs: () => runtime.clock.wallNowMs() }, () => depositSweep(runtime))
+  const wallNowMs = () => runtime.clock.wallNowMs()
+  const nextDue = async () => earliestWallMs(runtime.clock, await repo.nextDueWork(runtime.db))
+  const sweep = new DueSweep({ name: 'deposits', backstopMs: SWEEP_BACKSTOP_MS, minGapMs: SWEEP_MIN_GAP_MS, wallNowMs }, () => whenDue(wallNowMs, nextDue, () => runDueDepositWork(runtime)))
   sweeps.set(runtime, sweep)
   runtime.clock.onAdvance(async (orgId) => {
     await runDueDepositWork(runtime, orgId)
