@@ -6,7 +6,8 @@
  * it (fresh ids, the order guard moved on each time) one at a time on one connection, reading that
  * backend's CPU time from /proc. It prints the Postgres CPU per batch and per authorization for the
  * whole statement, for the statement with one table's rows left out at a time (what each table
- * costs), and for parsing its JSON parameters alone (one per table).
+ * costs), and for parsing its JSON parameters alone (one per table); and, for scale, what a one-row
+ * select and a one-row committed insert cost the same backend.
  *
  *   ./node_modules/.bin/bun bench/batch-cost.ts     (BATCH_COST_OPERATIONS, default 50; BATCH_COST_ROUNDS, default 300;
  *                                                  BATCH_COST_PLANNER=default: Postgres' planner defaults, not the writer's)
@@ -95,7 +96,24 @@ async function measure(label: string, run: () => Promise<void>): Promise<void> {
   console.log(`${label.padEnd(34)} wall ${(wallMs / ROUNDS).toFixed(3)} ms/batch | Postgres CPU ${(cpuMs / ROUNDS).toFixed(3)} ms/batch = ${((cpuMs * 1000) / ROUNDS / operations).toFixed(1)} µs per authorization`)
 }
 
+/**
+ * What any statement costs this Postgres, for scale: a prepared one-row select (the round trip and
+ * the backend waking for it) and a prepared one-row insert committing by itself (that, plus a commit
+ * and its flush). A batch can cost no less than the second.
+ */
+async function measureFloor(label: string, run: (round: number) => Promise<unknown>): Promise<void> {
+  for (let round = 0; round < 20; round++) await run(-round - 1)
+  const cpuBefore = backendCpuMs()
+  const started = performance.now()
+  for (let round = 0; round < ROUNDS; round++) await run(round)
+  const wallMs = performance.now() - started
+  console.log(`${label.padEnd(34)} wall ${(wallMs / ROUNDS).toFixed(3)} ms/statement | Postgres CPU ${((backendCpuMs() - cpuBefore) / ROUNDS).toFixed(3)} ms/statement`)
+}
+
 console.log(`batch of ${operations} authorizations, JSON parameters ${size(largest)} bytes, ${ROUNDS} rounds each`)
+await sql.unsafe('create table batch_cost_floor (id text primary key, amount numeric(38, 0) not null)')
+await measureFloor('floor: one-row select', () => sql.unsafe('select $1::int as one', [1], { prepare: true }))
+await measureFloor('floor: one-row insert, committed', (round) => sql.unsafe('insert into batch_cost_floor (id, amount) values ($1, 1)', [`floor_${round}`], { prepare: true }))
 await replay(20, document)
 const parseAll = `select ${names.map((_, index) => `length($${index + 1}::jsonb::text)`).join(' + ')}`
 await measure('JSON parameters parsed alone', async () => {
