@@ -51,4 +51,32 @@ describe('pending holds with an expiry index', () => {
     expect(holds.due(() => (clockReads++, 100), 1000)).toEqual([soon])
     expect(clockReads).toBe(1)
   })
+
+  test('holds added out of expiry order, within a bucket and across buckets, come due earliest first and no sooner', () => {
+    const holds = new PendingHolds()
+    // Expiries spread over several 10 s buckets, added in no order.
+    const expiries = [45_000, 3_000, 12_500, 1_000, 44_000, 12_000, 2_000, 30_000, 9_999, 10_000]
+    const entries = expiries.map((expiresAtMs) => hold('a', expiresAtMs))
+    for (const entry of entries) holds.set(entry.id, entry)
+    expect(holds.size).toBe(expiries.length)
+    const dueAt = (nowMs: number) => holds.due(() => nowMs, 100).map((entry) => entry.expiresAt.getTime())
+    expect(dueAt(999)).toEqual([])
+    expect(dueAt(12_000)).toEqual([1_000, 2_000, 3_000, 9_999, 10_000, 12_000])
+    // Answered holds stay due until they are deleted (their expiry committed).
+    for (const entry of entries) if (entry.expiresAt.getTime() <= 12_000) holds.delete(entry.id)
+    expect(dueAt(44_000)).toEqual([12_500, 30_000, 44_000])
+    expect(holds.due(() => 44_000, 2)).toHaveLength(2)
+  })
+
+  test('a bucket sheds the holds captured or released at its front, and still answers the rest', () => {
+    const holds = new PendingHolds()
+    // Five thousand holds expiring within one 10 s bucket; all but the last ten are captured.
+    const entries = Array.from({ length: 5_000 }, (_, index) => hold('a', 20_000 + index))
+    for (const entry of entries) holds.set(entry.id, entry)
+    for (const entry of entries.slice(0, -10)) holds.delete(entry.id)
+    expect(holds.size).toBe(10)
+    expect(holds.due(() => 24_989, 100)).toEqual([])
+    expect(holds.due(() => 24_995, 100)).toEqual(entries.slice(-10, -4))
+    expect(holds.due(() => 30_000, 100)).toEqual(entries.slice(-10))
+  })
 })

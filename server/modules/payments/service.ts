@@ -3,6 +3,7 @@ import { SYSTEM_ACCOUNTS, deltasOf, type Posting } from '../../ledger/hot-balanc
 import type { PendingHold } from '../../ledger/ledger.ts'
 import { CommitFailedError, IdempotencyKeyTaken, OperationWithdrawn, type IdempotencyAnswer, type LedgerOperation, type PaymentRow } from '../../ledger/writer.ts'
 import { ApiError, invalid, notFound } from '../../lib/errors.ts'
+import { GenerationalMap } from '../../lib/generational-map.ts'
 import { logFailure } from '../../lib/log.ts'
 import { newId } from '../../lib/ids.ts'
 import { onePage, pageLimit } from '../../lib/pagination.ts'
@@ -65,8 +66,11 @@ interface AuthorizedPayment {
 
 interface PaymentsState {
   budgetMs: number
-  /** Authorized payments, by id: exactly those whose hold is pending in the ledger's memory. */
-  authorized: Map<string, AuthorizedPayment>
+  /**
+   * Authorized payments, by id: exactly those whose hold is pending in the ledger's memory. A
+   * generational map, like the pending holds: it holds every payment until capture, void or lapse.
+   */
+  authorized: GenerationalMap<AuthorizedPayment>
   /** Declines already answered whose record is not durable yet (the database is slow or down). */
   unsettled: Map<string, PaymentRow>
   /**
@@ -105,7 +109,7 @@ function stateOf(runtime: Runtime): PaymentsState {
   if (!state) {
     state = {
       budgetMs: AUTHORIZATION_BUDGET_MS,
-      authorized: new Map(),
+      authorized: new GenerationalMap(),
       unsettled: new Map(),
       answersInFlight: new Map(),
       declines: new repo.DeclineRecorder(runtime.db),
