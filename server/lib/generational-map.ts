@@ -22,7 +22,8 @@ const SEGMENT_SIZE_DEFAULT = 16_384
  * segment; replacing the value of a key writes only the segment that holds it.
  *
  * A lookup tries the young segment, then the sealed ones, newest first: recent entries are the
- * ones looked up most. Segments emptied by deletions are dropped, and when a segment is sealed at
+ * ones looked up most. A key greater than every key ever sealed can only be young, which makes
+ * adding a new time-sorted identifier (ours are) cost one lookup however many segments there are. Segments emptied by deletions are dropped, and when a segment is sealed at
  * most two adjacent pairs of sealed segments that fit in one are merged into one, so the count
  * of segments follows the live entries (about twice their number over `segmentSize` at worst)
  * rather than every entry ever added.
@@ -32,6 +33,9 @@ export class GenerationalMap<V extends NonNullable<unknown>> {
   /** Sealed segments, oldest first. */
   private sealed: Array<Map<string, V>> = []
   private count = 0
+  /** The greatest key the young segment took, and the greatest key ever sealed ('' for none). */
+  private youngMax = ''
+  private sealedMax = ''
 
   constructor(private readonly segmentSize = SEGMENT_SIZE_DEFAULT) {
     assert(Number.isInteger(segmentSize) && segmentSize >= 2, 'a segment holds at least two entries')
@@ -48,7 +52,7 @@ export class GenerationalMap<V extends NonNullable<unknown>> {
 
   get(key: string): V | undefined {
     const found = this.young.get(key)
-    if (found !== undefined) return found
+    if (found !== undefined || key > this.sealedMax) return found
     for (let index = this.sealed.length - 1; index >= 0; index--) {
       const value = this.sealed[index]!.get(key)
       if (value !== undefined) return value
@@ -67,6 +71,7 @@ export class GenerationalMap<V extends NonNullable<unknown>> {
       return this
     }
     this.young.set(key, value)
+    if (key > this.youngMax) this.youngMax = key
     this.count += 1
     if (this.young.size >= this.segmentSize) this.seal()
     return this
@@ -77,6 +82,7 @@ export class GenerationalMap<V extends NonNullable<unknown>> {
       this.count -= 1
       return true
     }
+    if (key > this.sealedMax) return false
     for (let index = this.sealed.length - 1; index >= 0; index--) {
       const segment = this.sealed[index]!
       if (!segment.delete(key)) continue
@@ -91,6 +97,8 @@ export class GenerationalMap<V extends NonNullable<unknown>> {
     this.young = new Map()
     this.sealed = []
     this.count = 0
+    this.youngMax = ''
+    this.sealedMax = ''
   }
 
   /** Every value, oldest segment first, each segment in insertion order. */
@@ -108,6 +116,7 @@ export class GenerationalMap<V extends NonNullable<unknown>> {
 
   private segmentOf(key: string): Map<string, V> | undefined {
     if (this.young.has(key)) return this.young
+    if (key > this.sealedMax) return undefined
     for (let index = this.sealed.length - 1; index >= 0; index--) {
       const segment = this.sealed[index]!
       if (segment.has(key)) return segment
@@ -118,6 +127,8 @@ export class GenerationalMap<V extends NonNullable<unknown>> {
   private seal(): void {
     this.sealed.push(this.young)
     this.young = new Map()
+    if (this.youngMax > this.sealedMax) this.sealedMax = this.youngMax
+    this.youngMax = ''
     let merges = 0
     for (let index = 0; index + 1 < this.sealed.length && merges < 2; index++) {
       const older = this.sealed[index]!

@@ -52,4 +52,19 @@ describe('generational map', () => {
     for (let n = 99_950; n < 100_000; n++) expect(map.get(`pay_${n}`)).toBe(n)
     expect(map.get('pay_1')).toBeUndefined()
   })
+
+  test('keys added in any order are found once: a key below the greatest sealed one is looked for in every segment', () => {
+    const map = new GenerationalMap<number>(3)
+    // Descending, then ascending, then the same keys again with new values.
+    const keys = ['m', 'l', 'k', 'j', 'i', 'a', 'b', 'c', 'x', 'y', 'z', 'n']
+    keys.forEach((key, index) => map.set(key, index))
+    keys.forEach((key, index) => map.set(key, 100 + index))
+    expect(map.size).toBe(keys.length)
+    for (const [index, key] of keys.entries()) expect(map.get(key)).toBe(100 + index)
+    expect([...map].length).toBe(keys.length)
+    expect(map.get('zz')).toBeUndefined()
+    expect(map.delete('a')).toBe(true)
+    expect(map.has('a')).toBe(false)
+    expect(map.size).toBe(keys.length - 1)
+  })
 })
