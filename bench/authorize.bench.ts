@@ -16,7 +16,8 @@
  * BENCH_RATES (open-loop offered rates, default "1000,5000,10000,15000"), BENCH_ORGS (default 8),
  * BENCH_ACCOUNTS (per org, default 32), BENCH_SKIP_OFF=1 to skip the one-transaction-per-request run,
  * BENCH_SKIP_CLOSED=1 to skip the closed-loop run, BENCH_SKIP_OUTAGE=1 to skip the database-cut-off run, BENCH_SKIP_WEBHOOKS=1 to skip the webhook-load
- * comparison (BENCH_WEBHOOK_RATE, default 1000/s).
+ * comparison (BENCH_WEBHOOK_RATE, default 1000/s). BENCH_SERVER_BUN_ARGS and BENCH_SERVER_ENV add
+ * arguments and environment to the server alone, for profiles and garbage-collector logs (bench/support.ts).
  */
 import { createHmac } from 'node:crypto'
 import { TypeCompiler } from '@sinclair/typebox/compiler'

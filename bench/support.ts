@@ -62,10 +62,15 @@ export interface ServerProcess {
   stop(): Promise<void>
 }
 
-/** Starts `bun server/main.ts` and answers once it listens. */
+/**
+ * Starts `bun server/main.ts` and answers once it listens. For diagnostics, BENCH_SERVER_BUN_ARGS
+ * adds arguments to the server's `bun` (`--cpu-prof --cpu-prof-dir=/tmp/prof`), and
+ * BENCH_SERVER_ENV, a JSON object, adds to the server's environment alone (`{"BUN_JSC_logGC":"1"}`
+ * logs its garbage collections to the benchmark's stderr; the load generator's are not logged).
+ */
 export async function startServer(env: Record<string, string>): Promise<ServerProcess> {
   const child = Bun.spawn(['./node_modules/.bin/bun', ...(process.env.BENCH_SERVER_BUN_ARGS ? process.env.BENCH_SERVER_BUN_ARGS.split(' ') : []), 'server/main.ts'], {
-    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', OPERATOR_TOKEN, DATABASE_POOL_MAX: '20', ...env },
+    env: { ...process.env, ...serverEnvironment(), PORT: '0', HOST: '127.0.0.1', OPERATOR_TOKEN, DATABASE_POOL_MAX: '20', ...env },
     stdout: 'pipe',
     stderr: 'inherit',
   })
@@ -89,6 +94,17 @@ export async function startServer(env: Record<string, string>): Promise<ServerPr
       }
     }
   }
+}
+
+/** BENCH_SERVER_ENV, checked: a JSON object of strings. */
+function serverEnvironment(): Record<string, string> {
+  const text = process.env.BENCH_SERVER_ENV
+  if (text === undefined || text === '') return {}
+  const parsed: unknown = JSON.parse(text)
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed) || Object.values(parsed).some((value) => typeof value !== 'string')) {
+    throw new Error('BENCH_SERVER_ENV must be a JSON object of strings, for instance {"BUN_JSC_logGC":"1"}')
+  }
+  return parsed as Record<string, string>
 }
 
 export interface Answer {
