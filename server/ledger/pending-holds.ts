@@ -34,10 +34,6 @@ export class PendingHolds {
     return this.holds.get(id)
   }
 
-  has(id: string): boolean {
-    return this.holds.has(id)
-  }
-
   set(id: string, hold: PendingHold): this {
     this.holds.set(id, hold)
     let index = this.expiries.get(hold.orgId)
@@ -56,10 +52,6 @@ export class PendingHolds {
   clear(): void {
     this.holds.clear()
     this.expiries.clear()
-  }
-
-  values(): IterableIterator<PendingHold> {
-    return this.holds.values()
   }
 
   /**
@@ -98,7 +90,8 @@ class ExpiryIndex {
   }
 
   add(hold: PendingHold): void {
-    const number = Math.floor(hold.expiresAt.getTime() / BUCKET_MS)
+    const expiresAtMs = hold.expiresAt.getTime()
+    const number = Math.floor(expiresAtMs / BUCKET_MS)
     let bucket = this.buckets.get(number)
     if (bucket === undefined) {
       bucket = { holds: [], start: 0 }
@@ -106,7 +99,6 @@ class ExpiryIndex {
       pushNumber(this.order, number)
     }
     const holds = bucket.holds
-    const expiresAtMs = hold.expiresAt.getTime()
     let at = holds.length
     while (at > bucket.start && holds[at - 1]!.expiresAt.getTime() > expiresAtMs) at -= 1
     if (at === holds.length) holds.push(hold)
