@@ -2,9 +2,9 @@
  * What an uncaptured authorization keeps in the server's memory. Figures only: nothing here passes
  * or fails.
  *
- * An authorized payment stays in memory until it is captured, voided or expires (24 h): its pending
- * hold, which the hot balances reserve against, and its payment row, for capture, void and expiry
- * without a read. This builds the app in process on a throwaway Postgres database (DATABASE_URL, or
+ * An authorized payment stays in memory until it is captured, voided or expires (24 h), as its
+ * pending hold, which the hot balances reserve against and which names the payment that owns it
+ * (capture, void and the expiry sweep read the payment's row from Postgres). This builds the app in process on a throwaway Postgres database (DATABASE_URL, or
  * the local default), authorizes AUTHMEM_COUNT payments (default 40,000) over 64 funded accounts
  * through `app.handle`, and prints the JavaScript heap (`bun:jsc` heapStats, after a full garbage
  * collection) before and after: bytes and objects per uncaptured authorization.

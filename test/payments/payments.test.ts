@@ -638,6 +638,58 @@ describe('expiry', () => {
     await expectVerified(app)
   })
 
+  // The app's own sweeper runs beside these direct calls: they check what any sweep may do, not which one did it.
+  test('a lapse that falls due before its authorization is durable waits for it, then expires the payment whole', async () => {
+    configurePayments(app.kassa.runtime, { budgetMs: 60_000 })
+    const holdsBefore = app.kassa.runtime.ledger.pendingHolds.size
+    const openGate = stallWriter()
+    let pending: Promise<TestResponse>
+    try {
+      pending = authorize('2.5', { description: 'late lapse' })
+      // The authorization is decided and reserved, its commit held back; then its organization's day passes.
+      for (let attempt = 0; attempt < 200 && app.kassa.runtime.ledger.pendingHolds.size === holdsBefore; attempt++) await Bun.sleep(5)
+      expect(app.kassa.runtime.ledger.pendingHolds.size).toBe(holdsBefore + 1)
+      expect((await fx.call('POST', '/v1/sandbox/clock/advance', { seconds: 24 * 3600 + 60 })).status).toBe(200)
+      // Postgres has no authorized payment to expire yet: the hold stays pending for a later sweep.
+      expect(await expireDueHolds(app.kassa.runtime)).toBe(0)
+      expect(app.kassa.runtime.ledger.pendingHolds.size).toBe(holdsBefore + 1)
+    } finally {
+      openGate()
+      configurePayments(app.kassa.runtime, { budgetMs: AUTHORIZATION_BUDGET_MS })
+    }
+    const payment = (await pending).body
+    expect(payment).toMatchObject({ state: 'authorized', description: 'late lapse' })
+    const expired = await expiredOnceSwept(payment.id)
+    expect(expired).toMatchObject({ state: 'expired', amount: '2.500000', description: 'late lapse', merchant: { name: 'Coffee Shop', mcc: '5814' }, holdId: payment.holdId })
+    expect(await eventsOf(payment.id)).toEqual(['payment.authorized', 'payment.expired'])
+    await expectVerified(app)
+  })
+
+  test('a hold taken while the sweep reads its payment is left to whoever took it', async () => {
+    const payment = (await authorize('1.5')).body
+    await app.kassa.runtime.ledger.drain()
+    const hold = app.kassa.runtime.ledger.pendingHolds.get(payment.holdId)!
+    // Every sweep (the app's own too) reads the payments' rows and then their accounts: held there,
+    // none can close the hold before another closer's synchronous step has taken it.
+    const openGate = holdCalls(app.kassa.runtime.ledger.accounts, 'find')
+    let sweep: Promise<number>
+    try {
+      expect((await fx.call('POST', '/v1/sandbox/clock/advance', { seconds: 24 * 3600 + 60 })).status).toBe(200)
+      sweep = expireDueHolds(app.kassa.runtime)
+      hold.closing = true
+    } finally {
+      openGate()
+    }
+    expect(await sweep).toBe(0)
+    await app.kassa.runtime.ledger.drain()
+    expect(app.kassa.runtime.ledger.pendingHolds.get(payment.holdId)).toBe(hold)
+    expect((await fx.call('GET', `/v1/payments/${payment.id}`)).body.state).toBe('authorized')
+    // Given back (as a failed close gives it back), the next sweep takes it.
+    hold.closing = false
+    expect(await expiredOnceSwept(payment.id)).toMatchObject({ state: 'expired' })
+    await expectVerified(app)
+  })
+
   test('expires on time after a restart on the same database', async () => {
     const payment = (await authorize('7')).body
     await app.kassa.runtime.ledger.drain()
@@ -672,6 +724,17 @@ describe('expiry', () => {
     }
   })
 })
+
+/** Sweeps until the payment reads as expired (the app's own sweeper may get there first), and answers it. */
+async function expiredOnceSwept(paymentId: string): Promise<Record<string, unknown>> {
+  let view: Record<string, unknown> = {}
+  for (let attempt = 0; attempt < 50 && view.state !== 'expired'; attempt++) {
+    await expireDueHolds(app.kassa.runtime)
+    await app.kassa.runtime.ledger.drain()
+    view = (await fx.call('GET', `/v1/payments/${paymentId}`)).body
+  }
+  return view
+}
 
 function addDecimal(a: string, b: string): string {
   const toMinor = (value: string) => BigInt(value.replace('.', ''))

@@ -4,6 +4,7 @@ import type { Posting } from '../../ledger/hot-balances.ts'
 import type { PendingHold } from '../../ledger/ledger.ts'
 import type { HoldRow, LedgerOperation } from '../../ledger/writer.ts'
 import { notFound } from '../../lib/errors.ts'
+import { logFailure } from '../../lib/log.ts'
 import { newId } from '../../lib/ids.ts'
 import { formatAmount, parseAmount } from '../../lib/money.ts'
 import type { Runtime } from '../../runtime.ts'
@@ -124,9 +125,13 @@ export async function captureHold(runtime: Runtime, orgId: string, holdId: strin
 
 /**
  * A module that owns holds (payments) adds its own rows and events to the commit that expires one,
- * so the owner's state changes in the same transaction as the hold's.
+ * so the owner's state changes in the same transaction as the hold's. The sweep first hands it the
+ * owned holds about to expire, so it can read what it needs for all of them at once (the owners'
+ * rows, which memory does not keep); it answers how to extend each hold's commit. `false` leaves
+ * that hold pending for a later sweep (its owner is not durable yet).
  */
-export type HoldExpiryExtension = (hold: PendingHold, operation: LedgerOperation, now: Date) => void
+export type HoldExpiryExtension = (holds: PendingHold[]) => Promise<ExpiryExtender>
+export type ExpiryExtender = (hold: PendingHold, operation: LedgerOperation, now: Date) => boolean
 const expiryExtensions = new WeakMap<Runtime, HoldExpiryExtension[]>()
 
 export function onHoldExpiry(runtime: Runtime, extension: HoldExpiryExtension): void {
@@ -136,7 +141,7 @@ export function onHoldExpiry(runtime: Runtime, extension: HoldExpiryExtension): 
 }
 
 /** Returns the whole hold to available, by request (`released`) or by the clock (`expired`). */
-async function closeHold(runtime: Runtime, hold: PendingHold, state: 'released' | 'expired'): Promise<HoldRow> {
+async function closeHold(runtime: Runtime, hold: PendingHold, state: 'released' | 'expired', extenders: readonly ExpiryExtender[] = []): Promise<HoldRow | undefined> {
   const now = runtime.clock.now(hold.orgId)
   const row = holdRow(hold, state, now)
   const operation: LedgerOperation = {
@@ -153,7 +158,7 @@ async function closeHold(runtime: Runtime, hold: PendingHold, state: 'released' 
     events: [eventRow(hold.orgId, `hold.${state}`, holdEventData(hold), now)],
     ...closingHooks(runtime, hold),
   }
-  if (state === 'expired' && hold.ownerId !== undefined) for (const extend of expiryExtensions.get(runtime) ?? []) extend(hold, operation, now)
+  if (state === 'expired' && hold.ownerId !== undefined) for (const extend of extenders) if (!extend(hold, operation, now)) return undefined
   await runtime.ledger.submit(operation)
   return row
 }
@@ -161,7 +166,7 @@ async function closeHold(runtime: Runtime, hold: PendingHold, state: 'released' 
 export async function releaseHold(runtime: Runtime, orgId: string, holdId: string): Promise<HoldView> {
   await requirePendingHold(runtime, orgId, holdId)
   const hold = takePendingHold(runtime, orgId, holdId)
-  return toHoldView(await closeHold(runtime, hold, 'released'))
+  return toHoldView((await closeHold(runtime, hold, 'released'))!)
 }
 
 export async function getHold(runtime: Runtime, orgId: string, holdId: string): Promise<HoldView> {
@@ -170,12 +175,28 @@ export async function getHold(runtime: Runtime, orgId: string, holdId: string): 
   return toHoldView(row)
 }
 
-/** Expires every pending hold whose organization's clock has reached its expiry. */
+/**
+ * Expires every pending hold whose organization's clock has reached its expiry. The owners of the
+ * owned ones read their rows first; holds taken meanwhile (captured, voided, closing) are left to
+ * whoever took them.
+ */
 export async function expireDueHolds(runtime: Runtime): Promise<number> {
-  const due = runtime.ledger.pendingHolds.due((orgId) => runtime.clock.nowMs(orgId), EXPIRY_SWEEP_BATCH_MAX)
-  const outcomes = await Promise.allSettled(due.map((hold) => closeHold(runtime, hold, 'expired')))
+  const pending = runtime.ledger.pendingHolds
+  const due = pending.due((orgId) => runtime.clock.nowMs(orgId), EXPIRY_SWEEP_BATCH_MAX)
+  const owned = due.filter((hold) => hold.ownerId !== undefined)
+  let extenders: ExpiryExtender[] = []
+  if (owned.length > 0) {
+    try {
+      extenders = await Promise.all((expiryExtensions.get(runtime) ?? []).map((prepare) => prepare(owned)))
+    } catch (error) {
+      logFailure('holds.expiry', 'hold expiry could not read the owners of the holds due; the next sweep retries', error)
+      return 0
+    }
+  }
+  const still = owned.length > 0 ? due.filter((hold) => pending.get(hold.id) === hold && !hold.closing) : due
+  const outcomes = await Promise.allSettled(still.map((hold) => closeHold(runtime, hold, 'expired', extenders)))
   for (const outcome of outcomes) if (outcome.status === 'rejected') console.error('hold expiry failed; the next sweep retries', outcome.reason)
-  return outcomes.filter((outcome) => outcome.status === 'fulfilled').length
+  return outcomes.filter((outcome) => outcome.status === 'fulfilled' && outcome.value !== undefined).length
 }
 
 /** Runs the expiry sweep in the background until the runtime stops. */

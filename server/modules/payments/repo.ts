@@ -1,4 +1,4 @@
-import { and, asc, eq, gt, type SQL } from 'drizzle-orm'
+import { and, asc, eq, gt, inArray, type SQL } from 'drizzle-orm'
 import { queryText, type Executor } from '../../../db/client.ts'
 import { events, payments } from '../../../db/schema/index.ts'
 import type { EventRow, PaymentRow } from '../../ledger/writer.ts'
@@ -20,8 +20,18 @@ export async function listPayments(executor: Executor, orgId: string, filter: { 
   return executor.select().from(payments).where(and(...conditions)).orderBy(asc(payments.id)).limit(filter.limit)
 }
 
-export async function authorizedPayments(executor: Executor): Promise<PaymentRecord[]> {
-  return executor.select().from(payments).where(eq(payments.state, 'authorized'))
+/** The authorized payments' holds, read at start to mark the pending holds as theirs. */
+export async function authorizedPaymentHolds(executor: Executor): Promise<Array<{ id: string; holdId: string | null }>> {
+  return executor.select({ id: payments.id, holdId: payments.holdId }).from(payments).where(eq(payments.state, 'authorized'))
+}
+
+/** Those of `ids` that are authorized payments, whole (the expiry sweep's read, at most its batch). */
+export async function authorizedPaymentsByIds(executor: Executor, ids: readonly string[]): Promise<PaymentRecord[]> {
+  if (ids.length === 0) return []
+  return executor
+    .select()
+    .from(payments)
+    .where(and(inArray(payments.id, [...ids]), eq(payments.state, 'authorized')))
 }
 
 /** A decline moves no money, so it skips the ledger: its row and event commit together here. */

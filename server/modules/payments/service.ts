@@ -3,7 +3,6 @@ import { SYSTEM_ACCOUNTS, deltasOf, type Posting } from '../../ledger/hot-balanc
 import type { PendingHold } from '../../ledger/ledger.ts'
 import { CommitFailedError, IdempotencyKeyTaken, OperationWithdrawn, type IdempotencyAnswer, type LedgerOperation, type PaymentRow } from '../../ledger/writer.ts'
 import { ApiError, invalid, notFound } from '../../lib/errors.ts'
-import { GenerationalMap } from '../../lib/generational-map.ts'
 import { logFailure } from '../../lib/log.ts'
 import { newId } from '../../lib/ids.ts'
 import { onePage, pageLimit } from '../../lib/pagination.ts'
@@ -59,18 +58,8 @@ const DECLINE_CODES: Partial<Record<string, FailureCode>> = {
   unsupported_asset: 'unsupported_asset',
 }
 
-interface AuthorizedPayment {
-  row: PaymentRow
-  externalId: string | null
-}
-
 interface PaymentsState {
   budgetMs: number
-  /**
-   * Authorized payments, by id: exactly those whose hold is pending in the ledger's memory. A
-   * generational map, like the pending holds: it holds every payment until capture, void or lapse.
-   */
-  authorized: GenerationalMap<AuthorizedPayment>
   /** Declines already answered whose record is not durable yet (the database is slow or down). */
   unsettled: Map<string, PaymentRow>
   /**
@@ -109,7 +98,6 @@ function stateOf(runtime: Runtime): PaymentsState {
   if (!state) {
     state = {
       budgetMs: AUTHORIZATION_BUDGET_MS,
-      authorized: new GenerationalMap(),
       unsettled: new Map(),
       answersInFlight: new Map(),
       declines: new repo.DeclineRecorder(runtime.db),
@@ -128,8 +116,14 @@ export function configurePayments(runtime: Runtime, options: { budgetMs: number 
 }
 
 /**
- * Loads authorized payments, marks their holds as owned by them, and joins the hold sweeper so a
+ * Marks the pending holds of authorized payments as owned by them, and joins the hold sweeper so a
  * lapse expires the payment in the same commit as its hold. Runs before the sweeper starts.
+ *
+ * Memory keeps an authorized payment only as its pending hold (`ownerId` names the payment): capture
+ * and void read the payment's row anyway, to answer for any state, and the sweeper reads the rows
+ * of the payments it expires, a thousand at most in one query. An uncaptured authorization stays
+ * in memory for up to 24 h, and every object it keeps there is one more for the garbage collector
+ * to trace (see `bench/authorize-memory.ts`).
  */
 export async function startPayments(runtime: Runtime): Promise<void> {
   const state = stateOf(runtime)
@@ -137,23 +131,23 @@ export async function startPayments(runtime: Runtime): Promise<void> {
     state.stopped = true
     await state.declines.stop()
   })
-  for (const row of await repo.authorizedPayments(runtime.db)) {
-    const account = await runtime.ledger.accounts.find(row.accountId)
-    state.authorized.set(row.id, { row, externalId: account?.externalId ?? null })
-    const hold = row.holdId ? runtime.ledger.pendingHolds.get(row.holdId) : undefined
-    if (hold) hold.ownerId = row.id
+  for (const { id, holdId } of await repo.authorizedPaymentHolds(runtime.db)) {
+    const hold = holdId ? runtime.ledger.pendingHolds.get(holdId) : undefined
+    if (hold) hold.ownerId = id
   }
-  onHoldExpiry(runtime, (hold, operation, now) => {
-    const entry = state.authorized.get(hold.ownerId!)
-    if (!entry) return
-    const payment = entry.row
-    const expired: PaymentRow = { ...payment, state: 'expired', closedAt: now }
-    operation.payments = [...(operation.payments ?? []), expired]
-    operation.events!.push(eventRow(hold.orgId, 'payment.expired', eventData(expired, entry.externalId), now))
-    const committed = operation.committed
-    operation.committed = () => {
-      committed?.()
-      state.authorized.delete(payment.id)
+  onHoldExpiry(runtime, async (holds) => {
+    const rows = await repo.authorizedPaymentsByIds(runtime.db, holds.map((hold) => hold.ownerId!))
+    const byId = new Map(rows.map((row) => [row.id, row]))
+    const externalIds = new Map<string, string | null>()
+    for (const row of rows) if (!externalIds.has(row.accountId)) externalIds.set(row.accountId, (await runtime.ledger.accounts.find(row.accountId))?.externalId ?? null)
+    return (hold, operation, now) => {
+      const payment = byId.get(hold.ownerId!)
+      // Not authorized in Postgres yet: its commit is still on its way (only a clock moved a day ahead can get here first).
+      if (payment === undefined || payment.holdId !== hold.id) return false
+      const expired: PaymentRow = { ...payment, state: 'expired', closedAt: now }
+      operation.payments = [...(operation.payments ?? []), expired]
+      operation.events!.push(eventRow(hold.orgId, 'payment.expired', eventData(expired, externalIds.get(payment.accountId) ?? null), now))
+      return true
     }
   })
 }
@@ -345,7 +339,6 @@ async function authorizeWithin(runtime: Runtime, orgId: string, input: Authorize
 
 /** The reservation: decided and applied to memory in this synchronous step, committed by the writer. */
 function reserve(runtime: Runtime, payment: PaymentRow, info: AssetInfo, amountMinor: bigint, externalId: string, now: Date, context: AuthorizeContext, deadline: number) {
-  const state = stateOf(runtime)
   const hold: PendingHold = {
     id: newId('hold'),
     orgId: payment.orgId,
@@ -375,11 +368,9 @@ function reserve(runtime: Runtime, payment: PaymentRow, info: AssetInfo, amountM
     idempotencyRecord: context.idempotency ? inlineRecord(context.idempotency, 201, body, runtime.clock.wallNowMs()) : undefined,
     reserve: () => {
       runtime.ledger.pendingHolds.set(hold.id, hold)
-      state.authorized.set(payment.id, { row: authorized, externalId })
     },
     revert: () => {
       runtime.ledger.pendingHolds.delete(hold.id)
-      state.authorized.delete(payment.id)
     },
   }
   // Throws `insufficient_available` synchronously, having changed nothing.
@@ -551,7 +542,7 @@ function submitClose(runtime: Runtime, hold: PendingHold, payment: PaymentRow, e
     payments: [payment],
     events: [eventRow(hold.orgId, 'hold.released', { holdId: hold.id, accountId: hold.accountId, asset: hold.asset, amount: formatAmount(hold.amountMinor, decimals) }, now), event],
     idempotencyAnswer,
-    ...closedBy(runtime, hold, payment.id),
+    ...closingHooks(runtime, hold),
   })
 }
 
@@ -569,11 +560,14 @@ async function findAny(runtime: Runtime, orgId: string, id: string): Promise<Pay
 async function takeAuthorized(runtime: Runtime, orgId: string, id: string): Promise<{ payment: PaymentRow; hold: PendingHold; externalId: string | null }> {
   const found = await findAny(runtime, orgId, id)
   if (!found) throw notFound('payment')
+  const externalId = (await runtime.ledger.accounts.find(found.accountId))?.externalId ?? null
   // From here to the caller's `submit` everything is synchronous: no other request slips in.
-  const entry = stateOf(runtime).authorized.get(id)
   if (found.state === 'expired') throw new ApiError('hold_expired', `Payment ${id} expired at ${found.expiresAt?.toISOString()}`)
-  if (!entry || found.state !== 'authorized' || !entry.row.holdId) throw new ApiError('hold_not_active', `Payment ${id} is ${found.state === 'authorized' ? 'closing' : found.state}`)
-  return { payment: entry.row, hold: takePendingHold(runtime, orgId, entry.row.holdId, undefined, id), externalId: entry.externalId }
+  if (found.state !== 'authorized' || !found.holdId) throw new ApiError('hold_not_active', `Payment ${id} is ${found.state}`)
+  const pending = runtime.ledger.pendingHolds.get(found.holdId)
+  // Postgres still says authorized while a capture, void or lapse of it commits, or just did.
+  if (pending === undefined || pending.closing) throw new ApiError('hold_not_active', `Payment ${id} is closing`)
+  return { payment: found, hold: takePendingHold(runtime, orgId, found.holdId, undefined, id), externalId }
 }
 
 /** One capture, at most the authorized amount, to the card-settlement account; the rest returns to available in the same commit. */
@@ -602,7 +596,7 @@ export async function capturePayment(runtime: Runtime, orgId: string, id: string
       eventRow(orgId, 'hold.captured', { holdId: hold.id, accountId: hold.accountId, asset: hold.asset, amount: formatAmount(hold.amountMinor, decimals), ...amounts, transferId: null }, now),
       eventRow(orgId, 'payment.captured', eventData(captured, externalId, amounts), now),
     ],
-    ...closedBy(runtime, hold, payment.id),
+    ...closingHooks(runtime, hold),
   })
   return toPaymentView(captured)
 }
@@ -614,18 +608,6 @@ export async function voidPayment(runtime: Runtime, orgId: string, id: string): 
   const voided: PaymentRow = { ...payment, state: 'voided', closedAt: now }
   await submitClose(runtime, hold, voided, eventRow(orgId, 'payment.voided', eventData(voided, externalId), now), now)
   return toPaymentView(voided)
-}
-
-/** The hold's closing hooks, plus forgetting the authorized payment once the close is durable. */
-function closedBy(runtime: Runtime, hold: PendingHold, paymentId: string) {
-  const hooks = closingHooks(runtime, hold)
-  return {
-    ...hooks,
-    committed: () => {
-      hooks.committed()
-      stateOf(runtime).authorized.delete(paymentId)
-    },
-  }
 }
 
 export async function getPayment(runtime: Runtime, orgId: string, id: string): Promise<PaymentView> {
