@@ -17,8 +17,12 @@ export interface PendingHold {
   accountId: string
   asset: string
   amountMinor: bigint
-  expiresAt: Date
-  createdAt: Date
+  /**
+   * Times as epoch milliseconds, not `Date`s: a hold can stay pending for a day, and every object it
+   * keeps is one more for the garbage collector to trace (a number is stored in the hold itself).
+   */
+  expiresAtMs: number
+  createdAtMs: number
   closing: boolean
   /** The resource that owns this hold (a payment's id): only it may capture or release the hold. */
   ownerId?: string
@@ -74,8 +78,8 @@ export class Ledger {
         accountId: row.accountId,
         asset: row.asset,
         amountMinor: row.amount,
-        expiresAt: row.expiresAt,
-        createdAt: row.createdAt,
+        expiresAtMs: row.expiresAt.getTime(),
+        createdAtMs: row.createdAt.getTime(),
         closing: false,
       })
     }

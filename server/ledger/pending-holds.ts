@@ -90,7 +90,7 @@ class ExpiryIndex {
   }
 
   add(hold: PendingHold): void {
-    const expiresAtMs = hold.expiresAt.getTime()
+    const expiresAtMs = hold.expiresAtMs
     const number = Math.floor(expiresAtMs / BUCKET_MS)
     let bucket = this.buckets.get(number)
     if (bucket === undefined) {
@@ -100,7 +100,7 @@ class ExpiryIndex {
     }
     const holds = bucket.holds
     let at = holds.length
-    while (at > bucket.start && holds[at - 1]!.expiresAt.getTime() > expiresAtMs) at -= 1
+    while (at > bucket.start && holds[at - 1]!.expiresAtMs > expiresAtMs) at -= 1
     if (at === holds.length) holds.push(hold)
     else holds.splice(at, 0, hold)
   }
@@ -123,7 +123,7 @@ class ExpiryIndex {
           if (index === bucket.start) bucket.start += 1
           continue
         }
-        if (hold.expiresAt.getTime() > nowMs) {
+        if (hold.expiresAtMs > nowMs) {
           later = true
           break
         }

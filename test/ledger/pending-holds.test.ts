@@ -5,7 +5,7 @@ import { PendingHolds } from '../../server/ledger/pending-holds.ts'
 let counter = 0
 function hold(orgId: string, expiresAtMs: number): PendingHold {
   counter += 1
-  return { id: `hold_${counter}`, orgId, accountId: 'acct', asset: 'USDC', amountMinor: 1n, expiresAt: new Date(expiresAtMs), createdAt: new Date(0), closing: false }
+  return { id: `hold_${counter}`, orgId, accountId: 'acct', asset: 'USDC', amountMinor: 1n, expiresAtMs, createdAtMs: 0, closing: false }
 }
 
 describe('pending holds with an expiry index', () => {
@@ -16,7 +16,7 @@ describe('pending holds with an expiry index', () => {
     // Organization b's clock runs 400 ms ahead of a's.
     const clocks: Record<string, number> = { a: 250, b: 650 }
     const due = holds.due((orgId) => clocks[orgId]!, 100)
-    expect(due.map((entry) => entry.expiresAt.getTime())).toEqual([100, 200, 50, 500])
+    expect(due.map((entry) => entry.expiresAtMs)).toEqual([100, 200, 50, 500])
     expect(holds.due((orgId) => clocks[orgId]!, 2)).toHaveLength(2)
   })
 
@@ -59,11 +59,11 @@ describe('pending holds with an expiry index', () => {
     const entries = expiries.map((expiresAtMs) => hold('a', expiresAtMs))
     for (const entry of entries) holds.set(entry.id, entry)
     expect(holds.size).toBe(expiries.length)
-    const dueAt = (nowMs: number) => holds.due(() => nowMs, 100).map((entry) => entry.expiresAt.getTime())
+    const dueAt = (nowMs: number) => holds.due(() => nowMs, 100).map((entry) => entry.expiresAtMs)
     expect(dueAt(999)).toEqual([])
     expect(dueAt(12_000)).toEqual([1_000, 2_000, 3_000, 9_999, 10_000, 12_000])
     // Answered holds stay due until they are deleted (their expiry committed).
-    for (const entry of entries) if (entry.expiresAt.getTime() <= 12_000) holds.delete(entry.id)
+    for (const entry of entries) if (entry.expiresAtMs <= 12_000) holds.delete(entry.id)
     expect(dueAt(44_000)).toEqual([12_500, 30_000, 44_000])
     expect(holds.due(() => 44_000, 2)).toHaveLength(2)
   })

@@ -45,10 +45,10 @@ export function holdRow(hold: PendingHold, state: HoldRow['state'], closedAt: Da
     asset: hold.asset,
     amount: hold.amountMinor,
     state,
-    expiresAt: hold.expiresAt,
+    expiresAt: new Date(hold.expiresAtMs),
     capturedAmount: null,
     transferId: null,
-    createdAt: hold.createdAt,
+    createdAt: new Date(hold.createdAtMs),
     closedAt,
   }
 }
@@ -59,7 +59,7 @@ function holdEventData(hold: PendingHold): Record<string, unknown> {
     accountId: hold.accountId,
     asset: hold.asset,
     amount: formatAmount(hold.amountMinor, requireAsset(hold.asset).decimals),
-    expiresAt: hold.expiresAt.toISOString(),
+    expiresAt: new Date(hold.expiresAtMs).toISOString(),
   }
 }
 
@@ -77,8 +77,8 @@ export async function createHold(runtime: Runtime, orgId: string, input: CreateH
     accountId: account.id,
     asset: info.asset,
     amountMinor,
-    expiresAt: new Date(now.getTime() + input.expiresInSeconds * 1000),
-    createdAt: now,
+    expiresAtMs: now.getTime() + input.expiresInSeconds * 1000,
+    createdAtMs: now.getTime(),
     closing: false,
   }
   const row = holdRow(hold, 'pending', null)

@@ -27,8 +27,8 @@ export function takePendingHold(runtime: Runtime, orgId: string, holdId: string,
   if (!pending || pending.orgId !== orgId || pending.closing) throw new ApiError('hold_not_active', `Hold ${holdId} is no longer pending`, options)
   // A payment's hold moves only through the payment, so its state and the hold's cannot diverge.
   if (pending.ownerId !== ownerId) throw new ApiError('hold_not_active', `Hold ${holdId} belongs to ${pending.ownerId ?? 'no owner'}; use that resource`, options)
-  if (runtime.clock.nowMs(orgId) >= pending.expiresAt.getTime()) {
-    throw new ApiError('hold_expired', `Hold ${holdId} expired at ${pending.expiresAt.toISOString()}`, options)
+  if (runtime.clock.nowMs(orgId) >= pending.expiresAtMs) {
+    throw new ApiError('hold_expired', `Hold ${holdId} expired at ${new Date(pending.expiresAtMs).toISOString()}`, options)
   }
   return pending
 }

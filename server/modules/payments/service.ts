@@ -1,5 +1,6 @@
 import { eventRow } from '../../ledger/events.ts'
 import { SYSTEM_ACCOUNTS, deltasOf, type Posting } from '../../ledger/hot-balances.ts'
+import type { AccountEntry } from '../../ledger/accounts.ts'
 import type { PendingHold } from '../../ledger/ledger.ts'
 import { CommitFailedError, IdempotencyKeyTaken, OperationWithdrawn, type IdempotencyAnswer, type LedgerOperation, type PaymentRow } from '../../ledger/writer.ts'
 import { ApiError, invalid, notFound } from '../../lib/errors.ts'
@@ -314,7 +315,7 @@ async function authorizeWithin(runtime: Runtime, orgId: string, input: Authorize
     if (waitMs > (state.writerQueue.observe(waitMs, decidedAt) ? Math.min(remainingMs, state.writerQueue.targetMs) : remainingMs)) {
       return decline(runtime, { ...row, expiresAt: null, holdId: null }, 'processing_timeout', account.externalId, budget, context)
     }
-    submitted = reserve(runtime, row, info, amountMinor, account.externalId, now, context, budget.deadline)
+    submitted = reserve(runtime, row, info, amountMinor, account, now, context, budget.deadline)
   } catch (error) {
     const code = error instanceof ApiError ? DECLINE_CODES[error.code] : undefined
     if (code === undefined) throw error
@@ -338,19 +339,21 @@ async function authorizeWithin(runtime: Runtime, orgId: string, input: Authorize
 }
 
 /** The reservation: decided and applied to memory in this synchronous step, committed by the writer. */
-function reserve(runtime: Runtime, payment: PaymentRow, info: AssetInfo, amountMinor: bigint, externalId: string, now: Date, context: AuthorizeContext, deadline: number) {
+function reserve(runtime: Runtime, payment: PaymentRow, info: AssetInfo, amountMinor: bigint, account: AccountEntry, now: Date, context: AuthorizeContext, deadline: number) {
+  const externalId = account.externalId
   const hold: PendingHold = {
     id: newId('hold'),
     orgId: payment.orgId,
-    accountId: payment.accountId,
+    // The directory's string, not the request's copy of it: the hold may stay in memory for a day.
+    accountId: account.id,
     asset: info.asset,
     amountMinor,
-    expiresAt: new Date(now.getTime() + AUTHORIZATION_LIFETIME_MS),
-    createdAt: now,
+    expiresAtMs: now.getTime() + AUTHORIZATION_LIFETIME_MS,
+    createdAtMs: now.getTime(),
     closing: false,
     ownerId: payment.id,
   }
-  const authorized: PaymentRow = { ...payment, holdId: hold.id, expiresAt: hold.expiresAt }
+  const authorized: PaymentRow = { ...payment, holdId: hold.id, expiresAt: new Date(hold.expiresAtMs) }
   // One view serves the answer, the event's amount and expiry, and (as the same text) the saved idempotent answer.
   const view = toPaymentView(authorized)
   const body = JSON.stringify(view)

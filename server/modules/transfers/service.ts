@@ -137,10 +137,10 @@ function attachCapture(runtime: Runtime, operation: LedgerOperation, hold: Pendi
     asset: hold.asset,
     amount: hold.amountMinor,
     state: 'captured',
-    expiresAt: hold.expiresAt,
+    expiresAt: new Date(hold.expiresAtMs),
     capturedAmount: transfer.totalDebited,
     transferId: transfer.id,
-    createdAt: hold.createdAt,
+    createdAt: new Date(hold.createdAtMs),
     closedAt: now,
   }
   operation.holds = [captured]
