@@ -192,36 +192,81 @@ export interface TextStatement {
 }
 
 /** A marked text's numbered form: each name is one parameter, however many parts read it. */
-interface NumberedText {
+export interface NumberedText {
   text: string
   names: string[]
 }
 
+/** Bound on the numbered texts kept by each cache: only a bug would put data in a text. */
+const NUMBERED_TEXTS_MAX = 4096
+
+function numberText(marked: string): NumberedText {
+  const names: string[] = []
+  const text = marked
+    .split(PARAMETER_MARK)
+    .map((piece, index) => {
+      if (index % 2 === 0) return piece
+      const position = names.indexOf(piece)
+      return `$${position >= 0 ? position + 1 : names.push(piece)}`
+    })
+    .join('')
+  return { text, names }
+}
+
 /**
  * Numbered forms by marked text. A batch statement's text depends only on which parts it has and
- * their row shapes, so a handful of texts serve every batch; the bound only guards against a bug
- * that would put data in the text.
+ * their row shapes, so a handful of texts serve every batch.
  */
 const numberedTexts = new Map<string, NumberedText>()
-const NUMBERED_TEXTS_MAX = 4096
 
 function numbered(marked: string): NumberedText {
   let found = numberedTexts.get(marked)
   if (found === undefined) {
-    const names: string[] = []
-    const text = marked
-      .split(PARAMETER_MARK)
-      .map((piece, index) => {
-        if (index % 2 === 0) return piece
-        const position = names.indexOf(piece)
-        return `$${position >= 0 ? position + 1 : names.push(piece)}`
-      })
-      .join('')
-    found = { text, names }
+    found = numberText(marked)
     if (numberedTexts.size >= NUMBERED_TEXTS_MAX) numberedTexts.clear()
     numberedTexts.set(marked, found)
   }
   return found
+}
+
+interface TextNode {
+  next: Map<string, TextNode>
+  text?: NumberedText
+}
+
+/**
+ * Numbered statement texts found without building them: by a key of strings that together decide
+ * the text and are themselves built once and reused (constant SQL, the texts `insertFromJson`
+ * caches per shape). Looking one up hashes only strings whose hashes are already known, where
+ * assembling a writer batch's text of about 5 KB for every batch and looking it up by content cost
+ * about a fifth of building the batch and, with the driver's copy of it, most of what a lone
+ * authorization allocated.
+ */
+export class StatementTexts {
+  private readonly root: TextNode = { next: new Map() }
+  private count = 0
+
+  /** The numbered form of what `assemble` builds (marked as for `jsonStatement`), assembled once per key. */
+  numbered(key: readonly string[], assemble: () => string): NumberedText {
+    let node = this.root
+    for (const piece of key) {
+      let next = node.next.get(piece)
+      if (next === undefined) {
+        next = { next: new Map() }
+        node.next.set(piece, next)
+      }
+      node = next
+    }
+    if (node.text === undefined) {
+      if (this.count >= NUMBERED_TEXTS_MAX) {
+        this.root.next.clear()
+        this.count = 0
+      }
+      node.text = numberText(assemble())
+      this.count += 1
+    }
+    return node.text
+  }
 }
 
 /**
@@ -231,7 +276,11 @@ function numbered(marked: string): NumberedText {
  * than its rows did).
  */
 export function jsonStatement(marked: string, values: Record<string, unknown>): TextStatement {
-  const { text, names } = numbered(marked)
+  return statementWith(numbered(marked), values)
+}
+
+/** A numbered text with `values[name]` as JSON for each of its parameters. */
+export function statementWith({ text, names }: NumberedText, values: Record<string, unknown>): TextStatement {
   const params = names.map((name) => {
     assert(name in values, `the statement reads a parameter ${name} it was not given`)
     return JSON.stringify(values[name])

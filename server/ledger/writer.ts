@@ -1,7 +1,7 @@
 import { inArray } from 'drizzle-orm'
 import type { PgTable } from 'drizzle-orm/pg-core'
 import type { IdempotencyRow } from '../platform/idempotency.ts'
-import { insertFromJson, jsonParameter, jsonStatement, OP_COLUMN, upsertTail, type TextStatement } from '../../db/bulk.ts'
+import { insertFromJson, jsonParameter, OP_COLUMN, StatementTexts, statementWith, upsertTail, type TextStatement } from '../../db/bulk.ts'
 import { queryText, type Database, type Transaction } from '../../db/client.ts'
 import { chainArrivals, deposits, events, holds, ledgerBalances, ledgerMovements, ledgerPostings, payments, transfers } from '../../db/schema/index.ts'
 import { assert } from '../lib/assert.ts'
@@ -622,6 +622,9 @@ export class GroupCommitWriter {
       input: { writer: this.guard.writerId, seq: flight.seq, prev: flight.seq - 1, at: new Date().toISOString() },
     }
     const parts: string[] = []
+    // What decides the statement's text, each a string built once and reused: the text is looked up
+    // by these, and assembled from `parts` only the first time.
+    const key: string[] = [filtered ? 'filtered' : 'unfiltered']
     const add = <Table extends PgTable>(name: string, table: Table, entries: Array<{ row: Table['$inferInsert']; op: number }>, tail?: string) => {
       if (entries.length === 0) return
       const part = insertFromJson(
@@ -631,11 +634,13 @@ export class GroupCommitWriter {
         filtered ? { tail, ops: entries.map((entry) => entry.op), opFilter: NOT_LOST } : { tail },
       )
       values[name] = part.rows
+      key.push(part.text)
       parts.push(`${name} as (${part.text})`)
     }
     if (filtered) {
       const claimed = claimParts(claims.map((entry) => ({ record: entry.row, op: entry.op })))
       values.claims = claimed.claims
+      key.push(claimed.text)
       parts.push(...claimed.parts)
     }
     parts.push(
@@ -679,6 +684,7 @@ export class GroupCommitWriter {
     add('events', events, rowsOf(ops, (op) => op.events))
     const answers = rowsOf(ops, (op) => (op.idempotencyAnswer ? [op.idempotencyAnswer] : undefined))
     if (answers.length > 0) {
+      key.push('answers')
       values.answers = answers.map(({ row, op }) => ({ org_id: row.orgId, key: row.key, response_status: row.responseStatus, response_body: row.responseBody, [OP_COLUMN]: op }))
       parts.push(
         `answers as (update idempotency_records r set response_status = a.response_status, response_body = a.response_body
@@ -687,14 +693,15 @@ export class GroupCommitWriter {
       )
     }
     const lostRows = filtered ? `\nunion all select 'lost', op::text, null, null, null, null, null, null, null from lost` : ''
-    return jsonStatement(
-      `with input as (select ${jsonParameter('input')} as j), ${parts.join(',\n')}
+    const text = BATCH_TEXTS.numbered(
+      key,
+      () => `with input as (select ${jsonParameter('input')} as j), ${parts.join(',\n')}
 select 'balance' as part, org_id, account_id, asset, kind, available::text, held::text, in_flight::text, total::text from created
 union all select 'balance', org_id, account_id, asset, kind, available::text, held::text, in_flight::text, total::text from updated${lostRows}
 union all select 'refused', kassa_refuse('ledger writer: batch ' || (select j ->> 'seq' from input) || ' of ' || (select j ->> 'writer' from input) || ' arrived out of order; an earlier batch did not commit'), null, null, null, null, null, null, null
   where not exists (select 1 from guard)`,
-      values,
     )
+    return statementWith(text, values)
   }
 
   /** The batch's balance deltas: summed per balance, or per operation when claims may leave some out. */
@@ -827,6 +834,8 @@ function readResult(rows: Array<Record<string, string | null>>): BatchResult {
 }
 
 /** Rows that move to a new state are upserted: the last state queued for an id is the one written. */
+/** The writer's batch statements, numbered once per combination of parts and row shapes. */
+const BATCH_TEXTS = new StatementTexts()
 const HOLD_TAIL = upsertTail('id', ['state', 'captured_amount', 'transfer_id', 'closed_at'])
 const PAYMENT_TAIL = upsertTail('id', ['state', 'failure_code', 'captured_amount', 'closed_at'])
 const ARRIVAL_TAIL = upsertTail('id', ['state', 'disposition', 'account_id', 'deposit_id', 'finalized_at', 'resolved_at', 'resolution_note'])

@@ -129,7 +129,7 @@ export const NOT_LOST = `${OP_COLUMN} not in (select op from lost)`
  * passing `NOT_LOST`. The claims must have distinct keys. Answers the parts' texts and the value of
  * their `claims` parameter.
  */
-export function claimParts(claims: ReadonlyArray<{ record: IdempotencyRow; op: number }>): { parts: string[]; claims: Record<string, unknown>[] } {
+export function claimParts(claims: ReadonlyArray<{ record: IdempotencyRow; op: number }>): { parts: string[]; claims: Record<string, unknown>[]; text: string } {
   const part = insertFromJson(
     idempotencyRecords,
     claims.map((claim) => claim.record),
@@ -139,6 +139,8 @@ export function claimParts(claims: ReadonlyArray<{ record: IdempotencyRow; op: n
   return {
     // The claim's key again, under names the `lost` part reads (the insert reads positional fields).
     claims: part.rows.map((row, index) => ({ ...row, org_id: claims[index]!.record.orgId, key: claims[index]!.record.key, [OP_COLUMN]: claims[index]!.op })),
+    /** The claims' insert, a text built once per row shape: with the parts' order fixed, it decides their text. */
+    text: part.text,
     parts: [
       `claimed as (${part.text})`,
       `lost as (select c.${OP_COLUMN} as op from jsonb_to_recordset(${jsonParameter('claims')}) as c(org_id text, key text, ${OP_COLUMN} integer)
