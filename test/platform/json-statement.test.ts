@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { jsonParameter, jsonStatement } from '../../db/bulk.ts'
+import { jsonParameter, jsonStatement, StatementTexts, statementWith } from '../../db/bulk.ts'
 import { queryText, type DatabaseHandle } from '../../db/client.ts'
 import { createTestDatabase, type TestDatabase } from '../support/db.ts'
 
@@ -50,5 +50,33 @@ describe('jsonStatement', () => {
   test('runs inside a transaction', async () => {
     const rows = await handle.db.transaction(async (tx) => queryText<{ total: string }>(tx, jsonStatement(`select sum(value::int)::text as total from jsonb_array_elements_text(${jsonParameter('values')}) as value`, { values: [1, 2, 3] })))
     expect(rows).toEqual([{ total: '6' }])
+  })
+})
+
+describe('StatementTexts', () => {
+  test('a key is assembled and numbered once; its text then serves every statement with that key', () => {
+    const texts = new StatementTexts()
+    const part = `rows as (select * from jsonb_to_recordset(${jsonParameter('rows')}) as r(n integer))`
+    let assembled = 0
+    const assemble = () => {
+      assembled += 1
+      return `with ${part} select ${jsonParameter('input')}, n from rows`
+    }
+    const first = texts.numbered(['unfiltered', part], assemble)
+    const second = texts.numbered(['unfiltered', part], assemble)
+    expect(assembled).toBe(1)
+    expect(second).toBe(first)
+    expect(statementWith(first, { rows: [{ n: 1 }], input: { seq: 2 } })).toEqual(jsonStatement(assemble(), { rows: [{ n: 1 }], input: { seq: 2 } }))
+  })
+
+  test('keys that differ in any piece, or only in their length, are told apart', () => {
+    const texts = new StatementTexts()
+    const a = texts.numbered(['x'], () => `select ${jsonParameter('a')}`)
+    const ab = texts.numbered(['x', 'y'], () => `select ${jsonParameter('a')}, ${jsonParameter('b')}`)
+    const b = texts.numbered(['y'], () => `select ${jsonParameter('b')}, ${jsonParameter('a')}`)
+    expect(a.text).toBe('select $1::jsonb')
+    expect(ab.names).toEqual(['a', 'b'])
+    expect(b.names).toEqual(['b', 'a'])
+    expect(texts.numbered(['x'], () => 'not assembled again')).toBe(a)
   })
 })
