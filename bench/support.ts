@@ -164,6 +164,12 @@ export function writeResults(name: string, json: unknown, markdown: string): str
 export interface CpuSnapshot {
   generatorMs: number
   serverMs: number
+  /**
+   * Of `serverMs`, its main thread: the event loop, where requests, decisions and the writer run.
+   * The rest is the JavaScript engine's helpers (the JIT compiler, the garbage collector's threads)
+   * and the allocator's.
+   */
+  serverMainMs: number
   postgresMs: number
   /** The whole machine: busy and all (every core), from /proc/stat. */
   machineBusyMs: number
@@ -176,8 +182,12 @@ const TICK_MS = 10
 
 /** CPU time (user + system, ms) a process has used so far, from /proc; 0 once it is gone. */
 export function processCpuMs(pid: number | string): number {
+  return statCpuMs(`/proc/${pid}/stat`)
+}
+
+function statCpuMs(path: string): number {
   try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+    const stat = readFileSync(path, 'utf8')
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
     return (Number(fields[11]) + Number(fields[12])) * TICK_MS
   } catch {
@@ -190,7 +200,7 @@ export function processCpuMs(pid: number | string): number {
  * process, the server and Postgres (every backend and helper process) used. Zeros elsewhere.
  */
 export function cpuSnapshot(serverPid: number): CpuSnapshot {
-  if (!existsSync('/proc/stat')) return { generatorMs: 0, serverMs: 0, postgresMs: 0, machineBusyMs: 0, machineAllMs: 0, machineStolenMs: 0 }
+  if (!existsSync('/proc/stat')) return { generatorMs: 0, serverMs: 0, serverMainMs: 0, postgresMs: 0, machineBusyMs: 0, machineAllMs: 0, machineStolenMs: 0 }
   let postgresMs = 0
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue
@@ -207,16 +217,21 @@ export function cpuSnapshot(serverPid: number): CpuSnapshot {
   const idle = (cpu[3] ?? 0) + (cpu[4] ?? 0)
   const all = cpu.reduce((sum, value) => sum + value, 0)
   const usage = process.cpuUsage()
-  return { generatorMs: (usage.user + usage.system) / 1000, serverMs: processCpuMs(serverPid), postgresMs, machineBusyMs: (all - idle) * TICK_MS, machineAllMs: all * TICK_MS, machineStolenMs: (cpu[7] ?? 0) * TICK_MS }
+  return {
+    generatorMs: (usage.user + usage.system) / 1000,
+    serverMs: processCpuMs(serverPid),
+    serverMainMs: statCpuMs(`/proc/${serverPid}/task/${serverPid}/stat`),
+    postgresMs, machineBusyMs: (all - idle) * TICK_MS, machineAllMs: all * TICK_MS, machineStolenMs: (cpu[7] ?? 0) * TICK_MS }
 }
 
 /** CPU per operation (µs) over a run, between two snapshots, and how busy the machine was. */
-export function cpuPerOperation(before: CpuSnapshot, after: CpuSnapshot, operations: number): { generatorUs: number; serverUs: number; postgresUs: number; machineBusyPercent: number; machineStolenMs: number } {
+export function cpuPerOperation(before: CpuSnapshot, after: CpuSnapshot, operations: number): { generatorUs: number; serverUs: number; serverMainUs: number; postgresUs: number; machineBusyPercent: number; machineStolenMs: number } {
   const per = (ms: number) => (operations === 0 ? 0 : round2((ms * 1000) / operations))
   const all = after.machineAllMs - before.machineAllMs
   return {
     generatorUs: per(after.generatorMs - before.generatorMs),
     serverUs: per(after.serverMs - before.serverMs),
+    serverMainUs: per(after.serverMainMs - before.serverMainMs),
     postgresUs: per(after.postgresMs - before.postgresMs),
     machineBusyPercent: all === 0 ? 0 : Math.round(((after.machineBusyMs - before.machineBusyMs) / all) * 100),
     machineStolenMs: after.machineStolenMs - before.machineStolenMs,
