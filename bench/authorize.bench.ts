@@ -33,7 +33,7 @@ import { TcpProxy } from '../test/support/tcp-proxy.ts'
 import { createWebhookLoad } from './webhook-receivers.ts'
 import { KeepAliveClient, type HttpAnswer } from './http-client.ts'
 import postgres from 'postgres'
-import { OPERATOR_TOKEN, type CpuSnapshot, benchSocketFolder, cpuPerOperation, cpuSnapshot, benchTransport, call, createBenchDatabase, createFundedOrg, percentile, round2, startServer, writeResults, type BenchOrg, type ServerProcess } from './support.ts'
+import { OPERATOR_TOKEN, type CpuSnapshot, type PostgresActivity, closePostgresActivity, postgresActivity, benchSocketFolder, cpuPerOperation, cpuSnapshot, benchTransport, call, createBenchDatabase, createFundedOrg, percentile, round2, startServer, writeResults, type BenchOrg, type ServerProcess } from './support.ts'
 
 const DURATION_MS = Number(process.env.BENCH_DURATION_MS ?? 8000)
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 128)
@@ -153,6 +153,12 @@ interface LoadFigures {
   served: { count: number; over3Ms: number; p50AtMostMs: number | null; p99AtMostMs: number | null }
   /** CPU per answered request (µs) of the load generator, the server and Postgres, and how busy the machine was. */
   cpu: { generatorUs: number; serverUs: number; serverMainUs: number; postgresUs: number; machineBusyPercent: number; machineStolenMs: number }
+  /**
+   * The Postgres server during the run: checkpoints begun (their writes and data-file sync share
+   * the disk with the commits' flushes), the time their syncs took, and WAL written per answer
+   * (everything the server wrote, from every database: the benchmark's is nearly all of it).
+   */
+  postgres: { checkpoints: number; checkpointSyncMs: number; walKbPerAnswer: number }
 }
 
 interface Target {
@@ -269,11 +275,13 @@ async function writerStats(base: string): Promise<WriterStats> {
 /** The writer's counters and the server's own authorization latencies (arrival to answer), read before and after a run. */
 interface ServerStats extends WriterStats {
   answerLatencyMs: HistogramSnapshot
+  /** The Postgres server's checkpoints and WAL, read at the same moment. */
+  postgres: PostgresActivity
 }
 
 async function serverStats(base: string): Promise<ServerStats> {
-  const [writer, payments] = await Promise.all([writerStats(base), call(base, 'GET', '/ops/v1/payments/stats', OPERATOR_TOKEN)])
-  return { ...writer, answerLatencyMs: payments.body.answerLatencyMs }
+  const [writer, payments, activity] = await Promise.all([writerStats(base), call(base, 'GET', '/ops/v1/payments/stats', OPERATOR_TOKEN), postgresActivity()])
+  return { ...writer, answerLatencyMs: payments.body.answerLatencyMs, postgres: activity }
 }
 
 function summarize(mode: string, groupCommit: boolean, recorder: Recorder, elapsedMs: number, extra: { offered?: number; connections?: number; before: ServerStats; after: ServerStats; cpuBefore: CpuSnapshot; cpuAfter: CpuSnapshot }): LoadFigures {
@@ -306,6 +314,11 @@ function summarize(mode: string, groupCommit: boolean, recorder: Recorder, elaps
     queued: { count: queued.count, over1Ms: countAbove(queued, 1), over3Ms: countAbove(queued, 3), p99AtMostMs: quantileBound(queued, 0.99) },
     served: { count: served.count, over3Ms: countAbove(served, 3), p50AtMostMs: quantileBound(served, 0.5), p99AtMostMs: quantileBound(served, 0.99) },
     cpu: cpuPerOperation(extra.cpuBefore, extra.cpuAfter, sorted.length),
+    postgres: {
+      checkpoints: extra.after.postgres.checkpoints - extra.before.postgres.checkpoints,
+      checkpointSyncMs: Math.round(extra.after.postgres.checkpointSyncMs - extra.before.postgres.checkpointSyncMs),
+      walKbPerAnswer: sorted.length === 0 ? 0 : round2((extra.after.postgres.walBytes - extra.before.postgres.walBytes) / 1024 / sorted.length),
+    },
   }
 }
 
@@ -472,7 +485,7 @@ async function httpRuns(groupCommit: boolean): Promise<LoadFigures[]> {
     const figures: LoadFigures[] = []
     const print = (result: LoadFigures) => {
       console.log(
-        `${groupCommit ? 'group commit on ' : 'group commit off'} | ${result.mode.padEnd(32)} | ${String(result.throughputPerSecond).padStart(6)}/s approved | p50 ${result.p50Ms} ms | p99 ${result.p99Ms} ms${result.p99FromSendMs === undefined ? '' : ` (from send ${result.p99FromSendMs} ms)`} | max ${result.maxMs} ms | >${BUDGET_MS} ms: ${result.overBudget} (approved ${result.approvedOverBudget}) | declined ${result.declined} | errors ${result.errors} | ${result.operationsPerTransaction} ops/tx${result.serverLagMaxMs === undefined ? '' : ` | server loop lag max ${result.serverLagMaxMs} ms | generator sent late by up to ${result.generatorLateMaxMs} ms`} | commits ${result.commits.count}, >3 ms ${result.commits.over3Ms}, >20 ms ${result.commits.over20Ms}, p99 <= ${result.commits.p99AtMostMs ?? '>1000'} ms | queued >1 ms ${result.queued.over1Ms}, >3 ms ${result.queued.over3Ms} of ${result.queued.count} | in the server: p50 <= ${result.served.p50AtMostMs ?? '>1000'} ms, p99 <= ${result.served.p99AtMostMs ?? '>1000'} ms, >3 ms ${result.served.over3Ms} | CPU per answer: generator ${result.cpu.generatorUs} µs, server ${result.cpu.serverUs} µs (main thread ${result.cpu.serverMainUs}), Postgres ${result.cpu.postgresUs} µs, machine ${result.cpu.machineBusyPercent}% busy, ${result.cpu.machineStolenMs} ms stolen by the host${result.errors > 0 ? ` | ${JSON.stringify(result.errorKinds)}` : ''}`,
+        `${groupCommit ? 'group commit on ' : 'group commit off'} | ${result.mode.padEnd(32)} | ${String(result.throughputPerSecond).padStart(6)}/s approved | p50 ${result.p50Ms} ms | p99 ${result.p99Ms} ms${result.p99FromSendMs === undefined ? '' : ` (from send ${result.p99FromSendMs} ms)`} | max ${result.maxMs} ms | >${BUDGET_MS} ms: ${result.overBudget} (approved ${result.approvedOverBudget}) | declined ${result.declined} | errors ${result.errors} | ${result.operationsPerTransaction} ops/tx${result.serverLagMaxMs === undefined ? '' : ` | server loop lag max ${result.serverLagMaxMs} ms | generator sent late by up to ${result.generatorLateMaxMs} ms`} | commits ${result.commits.count}, >3 ms ${result.commits.over3Ms}, >20 ms ${result.commits.over20Ms}, p99 <= ${result.commits.p99AtMostMs ?? '>1000'} ms | queued >1 ms ${result.queued.over1Ms}, >3 ms ${result.queued.over3Ms} of ${result.queued.count} | in the server: p50 <= ${result.served.p50AtMostMs ?? '>1000'} ms, p99 <= ${result.served.p99AtMostMs ?? '>1000'} ms, >3 ms ${result.served.over3Ms} | CPU per answer: generator ${result.cpu.generatorUs} µs, server ${result.cpu.serverUs} µs (main thread ${result.cpu.serverMainUs}), Postgres ${result.cpu.postgresUs} µs, machine ${result.cpu.machineBusyPercent}% busy, ${result.cpu.machineStolenMs} ms stolen by the host | Postgres: ${result.postgres.checkpoints} checkpoints begun (syncs ${result.postgres.checkpointSyncMs} ms), WAL ${result.postgres.walKbPerAnswer} KB per answer${result.errors > 0 ? ` | ${JSON.stringify(result.errorKinds)}` : ''}`,
       )
       figures.push(result)
     }
@@ -628,6 +641,14 @@ const markdown = [
   '|---|---|---|---|---|---|---|---|---|---|',
   ...[...on, ...off].map((figure) => `| ${figure.groupCommit ? 'on' : 'off'} | ${figure.mode} | ${figure.queued.count} | ${figure.queued.over1Ms} | ${figure.queued.over3Ms} | ${figure.queued.p99AtMostMs ?? '> 1000'} | ${figure.commits.count} | ${figure.commits.over3Ms} | ${figure.commits.over20Ms} | ${figure.commits.p99AtMostMs ?? '> 1000'} |`),
   '',
+  '### Postgres during each run',
+  '',
+  'Read from `pg_stat_bgwriter` and the WAL position, for the whole Postgres server. Postgres begins a checkpoint every `checkpoint_timeout` or every `max_wal_size` of WAL (this server\'s settings, not Kassa\'s); its writes and the final sync of the data files share the disk with the commits\' WAL flushes.',
+  '',
+  '| group commit | load | checkpoints begun | checkpoint syncs ms | WAL per answer KB |',
+  '|---|---|---|---|---|',
+  ...[...on, ...off].map((figure) => `| ${figure.groupCommit ? 'on' : 'off'} | ${figure.mode} | ${figure.postgres.checkpoints} | ${figure.postgres.checkpointSyncMs} | ${figure.postgres.walKbPerAnswer} |`),
+  '',
   '### In the server: from each authorization\'s arrival to its answer',
   '',
   'Read from the server\'s own latency histogram (`GET /ops/v1/payments/stats`): the time an authorization spent in the server, approved or declined, from before rate limiting and parsing to the answer. What the caller measured beyond this was spent in the kernel\'s queues (the server\'s loop busy or the process not running) and in the load generator.',
@@ -660,3 +681,4 @@ const markdown = [
 console.log(`\n${markdown}`)
 const path = writeResults('authorize', { at: new Date().toISOString(), transport: benchTransport(), commitFloor: floor, inProcess: inProcessFigures, http: { groupCommitOn: on, groupCommitOff: off, ratio }, outage, webhooks }, markdown)
 console.log(`results written to ${path}`)
+await closePostgresActivity()

@@ -56,6 +56,35 @@ export async function createBenchDatabase(label: string): Promise<BenchDatabase>
   }
 }
 
+/** What the Postgres server as a whole did so far: checkpoints begun, their data-file sync time, WAL written. */
+export interface PostgresActivity {
+  checkpoints: number
+  checkpointSyncMs: number
+  walBytes: number
+}
+
+let activityClient: ReturnType<typeof postgres> | undefined
+
+/**
+ * Reads `PostgresActivity` from the server's statistics (one admin connection, kept until
+ * `closePostgresActivity`). Postgres begins a checkpoint every `checkpoint_timeout` or every
+ * `max_wal_size` of WAL; its writes and the final sync of the data files share the disk with the
+ * commits' WAL flushes, so a run that holds one can show commits stalled behind it.
+ */
+export async function postgresActivity(): Promise<PostgresActivity> {
+  activityClient ??= postgres(SERVER_URL, { max: 1, onnotice: () => {} })
+  const [row] = await activityClient.unsafe<Array<{ checkpoints: string; sync_ms: string; wal_bytes: string }>>(
+    `select (checkpoints_timed + checkpoints_req)::text as checkpoints, checkpoint_sync_time::text as sync_ms,
+       pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::text as wal_bytes from pg_stat_bgwriter`,
+  )
+  return { checkpoints: Number(row!.checkpoints), checkpointSyncMs: Number(row!.sync_ms), walBytes: Number(row!.wal_bytes) }
+}
+
+export async function closePostgresActivity(): Promise<void> {
+  await activityClient?.end()
+  activityClient = undefined
+}
+
 export interface ServerProcess {
   base: string
   process: Bun.Subprocess
