@@ -26,6 +26,8 @@ export interface PendingHold {
   closing: boolean
   /** The resource that owns this hold (a payment's id): only it may capture or release the hold. */
   ownerId?: string
+  /** The owner's row is in Postgres (its commit landed, or it was loaded at start). */
+  ownerDurable?: boolean
 }
 
 export interface LedgerOptions {

@@ -690,6 +690,25 @@ describe('expiry', () => {
     await expectVerified(app)
   })
 
+  test('a lapsed hold whose payment the database no longer holds as authorized expires alone, loudly, instead of staying pending', async () => {
+    const payment = (await authorize('1.25')).body
+    await app.kassa.runtime.ledger.drain()
+    // Never expected: something outside Kassa changed the payment's row.
+    await app.kassa.runtime.db.execute(sql`update payments set state = 'voided', closed_at = created_at where id = ${payment.id}`)
+    expect((await fx.call('POST', '/v1/sandbox/clock/advance', { seconds: 24 * 3600 + 60 })).status).toBe(200)
+    let hold: Record<string, unknown> = {}
+    for (let attempt = 0; attempt < 50 && hold.state !== 'expired'; attempt++) {
+      await expireDueHolds(app.kassa.runtime)
+      await app.kassa.runtime.ledger.drain()
+      hold = (await fx.call('GET', `/v1/holds/${payment.holdId}`)).body
+    }
+    expect(hold).toMatchObject({ state: 'expired' })
+    expect(app.kassa.runtime.ledger.pendingHolds.get(payment.holdId)).toBeUndefined()
+    expect((await fx.call('GET', `/v1/payments/${payment.id}`)).body.state).toBe('voided')
+    expect(await eventsOf(payment.id)).toEqual(['payment.authorized'])
+    await expectVerified(app)
+  })
+
   test('expires on time after a restart on the same database', async () => {
     const payment = (await authorize('7')).body
     await app.kassa.runtime.ledger.drain()

@@ -134,7 +134,10 @@ export async function startPayments(runtime: Runtime): Promise<void> {
   })
   for (const { id, holdId } of await repo.authorizedPaymentHolds(runtime.db)) {
     const hold = holdId ? runtime.ledger.pendingHolds.get(holdId) : undefined
-    if (hold) hold.ownerId = id
+    if (hold) {
+      hold.ownerId = id
+      hold.ownerDurable = true
+    }
   }
   onHoldExpiry(runtime, async (holds) => {
     const rows = await repo.authorizedPaymentsByIds(runtime.db, holds.map((hold) => hold.ownerId!))
@@ -143,8 +146,14 @@ export async function startPayments(runtime: Runtime): Promise<void> {
     for (const row of rows) if (!externalIds.has(row.accountId)) externalIds.set(row.accountId, (await runtime.ledger.accounts.find(row.accountId))?.externalId ?? null)
     return (hold, operation, now) => {
       const payment = byId.get(hold.ownerId!)
-      // Not authorized in Postgres yet: its commit is still on its way (only a clock moved a day ahead can get here first).
-      if (payment === undefined || payment.holdId !== hold.id) return false
+      if (payment === undefined || payment.holdId !== hold.id) {
+        // Its authorization is still on its way to Postgres (only a clock moved a day ahead gets
+        // here first): the hold waits for it.
+        if (!hold.ownerDurable) return false
+        // Never expected: the hold lapses alone rather than staying pending for ever.
+        logFailure('payments.expiry', `payments: hold ${hold.id} lapsed but its payment ${hold.ownerId} is not authorized in the database; the hold expires alone`)
+        return true
+      }
       const expired: PaymentRow = { ...payment, state: 'expired', closedAt: now }
       operation.payments = [...(operation.payments ?? []), expired]
       operation.events!.push(eventRow(hold.orgId, 'payment.expired', eventData(expired, externalIds.get(payment.accountId) ?? null), now))
@@ -374,6 +383,9 @@ function reserve(runtime: Runtime, payment: PaymentRow, info: AssetInfo, amountM
     },
     revert: () => {
       runtime.ledger.pendingHolds.delete(hold.id)
+    },
+    committed: () => {
+      hold.ownerDurable = true
     },
   }
   // Throws `insufficient_available` synchronously, having changed nothing.
