@@ -4,9 +4,8 @@ import { assert } from './assert.ts'
 const SEGMENT_SIZE_DEFAULT = 16_384
 
 /**
- * A string-keyed map for many long-lived entries that arrive a few at a time: the pending holds and
- * authorized payments a server keeps until capture, release or their lapse (24 h for an
- * authorization).
+ * A string-keyed map for many long-lived entries that arrive a few at a time: the pending holds a
+ * server keeps until capture, release or their lapse (24 h for an authorization).
  *
  * Why not one `Map`: JavaScriptCore's young-generation (eden) collection rescans, whole, every old
  * object that was given a new object since the previous collection. One `Map` holding every pending
