@@ -140,8 +140,8 @@ export function onHoldExpiry(runtime: Runtime, extension: HoldExpiryExtension): 
   expiryExtensions.set(runtime, list)
 }
 
-/** Returns the whole hold to available, by request (`released`) or by the clock (`expired`). */
-async function closeHold(runtime: Runtime, hold: PendingHold, state: 'released' | 'expired', extenders: readonly ExpiryExtender[] = []): Promise<HoldRow | undefined> {
+/** The commit that returns the whole hold to available, by request (`released`) or by the clock (`expired`). */
+function closingOperation(runtime: Runtime, hold: PendingHold, state: 'released' | 'expired'): { operation: LedgerOperation; row: HoldRow; now: Date } {
   const now = runtime.clock.now(hold.orgId)
   const row = holdRow(hold, state, now)
   const operation: LedgerOperation = {
@@ -158,15 +158,23 @@ async function closeHold(runtime: Runtime, hold: PendingHold, state: 'released' 
     events: [eventRow(hold.orgId, `hold.${state}`, holdEventData(hold), now)],
     ...closingHooks(runtime, hold),
   }
-  if (state === 'expired' && hold.ownerId !== undefined) for (const extend of extenders) if (!extend(hold, operation, now)) return undefined
+  return { operation, row, now }
+}
+
+/** Expires one due hold, its owner's rows joining the commit; false when an owner asks it to wait. */
+async function expireHold(runtime: Runtime, hold: PendingHold, extenders: readonly ExpiryExtender[]): Promise<boolean> {
+  const { operation, now } = closingOperation(runtime, hold, 'expired')
+  if (hold.ownerId !== undefined && !extenders.every((extend) => extend(hold, operation, now))) return false
   await runtime.ledger.submit(operation)
-  return row
+  return true
 }
 
 export async function releaseHold(runtime: Runtime, orgId: string, holdId: string): Promise<HoldView> {
   await requirePendingHold(runtime, orgId, holdId)
   const hold = takePendingHold(runtime, orgId, holdId)
-  return toHoldView((await closeHold(runtime, hold, 'released'))!)
+  const { operation, row } = closingOperation(runtime, hold, 'released')
+  await runtime.ledger.submit(operation)
+  return toHoldView(row)
 }
 
 export async function getHold(runtime: Runtime, orgId: string, holdId: string): Promise<HoldView> {
@@ -193,10 +201,10 @@ export async function expireDueHolds(runtime: Runtime): Promise<number> {
       return 0
     }
   }
-  const still = owned.length > 0 ? due.filter((hold) => pending.get(hold.id) === hold && !hold.closing) : due
-  const outcomes = await Promise.allSettled(still.map((hold) => closeHold(runtime, hold, 'expired', extenders)))
+  const still = due.filter((hold) => pending.get(hold.id) === hold && !hold.closing)
+  const outcomes = await Promise.allSettled(still.map((hold) => expireHold(runtime, hold, extenders)))
   for (const outcome of outcomes) if (outcome.status === 'rejected') console.error('hold expiry failed; the next sweep retries', outcome.reason)
-  return outcomes.filter((outcome) => outcome.status === 'fulfilled' && outcome.value !== undefined).length
+  return outcomes.filter((outcome) => outcome.status === 'fulfilled' && outcome.value).length
 }
 
 /** Runs the expiry sweep in the background until the runtime stops. */
