@@ -75,17 +75,36 @@ function messagesOf(error: unknown): string {
   return messages.join(' | ')
 }
 
+/**
+ * Runs `body` with the writer stalled, and releases it whatever happens: a failed expectation in
+ * one test must not leave the writer stalled for every test after it.
+ */
+function whileStalled<T>(body: () => T): T {
+  const release = stallWriter(writer())
+  let result: T
+  try {
+    result = body()
+  } catch (error) {
+    release()
+    throw error
+  }
+  if (result instanceof Promise) return result.finally(release) as T
+  release()
+  return result
+}
+
 const settled = <T>(promise: Promise<T>) => promise.then((value) => ({ ok: true as const, value }), (error: unknown) => ({ ok: false as const, error }))
 
 describe('the pipelined group-commit writer', () => {
   test('a batch is one statement: many operations commit with one round trip each batch, in order', async () => {
     const account = await fx.mint('pipelined')
     const before = writer().committedBatches
-    const release = stallWriter(writer())
-    const commits = Array.from({ length: 40 }, () => ledger().submit(credit(account, 1_000_000n)))
-    // While held: as many batches as the pipeline allows are sent, the rest wait in one queue.
-    expect(writer().inFlightCount()).toBe(writer().pipelineDepth)
-    release()
+    const commits = whileStalled(() => {
+      const commits = Array.from({ length: 40 }, () => ledger().submit(credit(account, 1_000_000n)))
+      // While held: as many batches as the pipeline allows are sent, the rest wait in one queue.
+      expect(writer().inFlightCount()).toBe(writer().pipelineDepth)
+      return commits
+    })
     await Promise.all(commits)
     await ledger().drain()
     // Everything queued behind the held batches went in one more batch.
@@ -99,14 +118,15 @@ describe('the pipelined group-commit writer', () => {
     // An event already in the log: a batch repeating its id fails on the unique index.
     const taken = eventRow(fx.org.id, 'account.funded', { accountId: account }, new Date())
     await ledger().submit(credit(account, 5_000_000n, { events: [taken] }))
-    const release = stallWriter(writer())
     const failing = credit(account, 1_000_000n, { events: [{ ...taken }] })
-    const failingCommit = settled(ledger().submit(failing))
-    // Sent behind it while it is in flight (on a pipeline; with PGlite's depth of 1 they queue).
     const behind = Array.from({ length: 3 }, () => credit(account, 2_000_000n))
-    const behindCommits = behind.map((op) => settled(ledger().submit(op)))
-    expect(writer().inFlightCount()).toBe(Math.min(writer().pipelineDepth, 4))
-    release()
+    const { failingCommit, behindCommits } = whileStalled(() => {
+      const failingCommit = settled(ledger().submit(failing))
+      // Sent behind it while it is in flight (on a pipeline; with PGlite's depth of 1 they queue).
+      const behindCommits = behind.map((op) => settled(ledger().submit(op)))
+      expect(writer().inFlightCount()).toBe(Math.min(writer().pipelineDepth, 4))
+      return { failingCommit, behindCommits }
+    })
     const failed = await failingCommit
     expect(failed.ok).toBe(false)
     expect((failed as { error: unknown }).error).toBeInstanceOf(CommitFailedError)
@@ -142,15 +162,15 @@ describe('the pipelined group-commit writer', () => {
   test('an operation whose idempotency key is already held is left out of its batch in the same statement; the rest commits', async () => {
     const account = await fx.mint('claims')
     await ledger().submit(credit(account, 1_000_000n, { idempotencyRecord: record('held-key') }))
-    const release = stallWriter(writer())
     const winner = credit(account, 2_000_000n, { idempotencyRecord: record('fresh-key') })
     const loser = credit(account, 4_000_000n, { idempotencyRecord: record('held-key') })
     const twice = credit(account, 8_000_000n, { idempotencyRecord: record('fresh-key') })
     const plain = credit(account, 16_000_000n)
-    // Fill the pipeline so the four go together in one batch.
-    const fillers = Array.from({ length: writer().pipelineDepth }, () => ledger().submit(credit(account, 1n)))
-    const outcomes = [winner, loser, twice, plain].map((op) => settled(ledger().submit(op)))
-    release()
+    const { fillers, outcomes } = whileStalled(() => ({
+      // Fill the pipeline so the four go together in one batch.
+      fillers: Array.from({ length: writer().pipelineDepth }, () => ledger().submit(credit(account, 1n))),
+      outcomes: [winner, loser, twice, plain].map((op) => settled(ledger().submit(op))),
+    }))
     await Promise.all(fillers)
     const [won, lost, second, untouched] = await Promise.all(outcomes)
     expect(won!.ok).toBe(true)
@@ -168,13 +188,14 @@ describe('the pipelined group-commit writer', () => {
   test('a writer whose batch is stuck or just failed says so (callers with a deadline answer at once), and recovers by itself', async () => {
     const account = await fx.mint('health')
     expect(writer().healthy()).toBe(true)
-    const release = stallWriter(writer())
-    const stuck = ledger().submit(credit(account, 1_000_000n))
-    await Bun.sleep(200)
-    // In flight far longer than batches take: nothing queued now could commit in time.
-    expect(writer().healthy()).toBe(false)
-    expect(writer().expectedWaitMs()).toBe(Number.POSITIVE_INFINITY)
-    release()
+    const stuck = await whileStalled(async () => {
+      const stuck = ledger().submit(credit(account, 1_000_000n))
+      await Bun.sleep(200)
+      // In flight far longer than batches take: nothing queued now could commit in time.
+      expect(writer().healthy()).toBe(false)
+      expect(writer().expectedWaitMs()).toBe(Number.POSITIVE_INFINITY)
+      return { stuck }
+    }).then(({ stuck }) => stuck)
     await stuck
     expect(writer().healthy()).toBe(true)
     // A failed batch: unhealthy at once, healthy again after the next commit.
