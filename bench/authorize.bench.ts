@@ -152,7 +152,7 @@ interface LoadFigures {
    */
   served: { count: number; over3Ms: number; p50AtMostMs: number | null; p99AtMostMs: number | null }
   /** CPU per answered request (µs) of the load generator, the server and Postgres, and how busy the machine was. */
-  cpu: { generatorUs: number; serverUs: number; serverMainUs: number; postgresUs: number; machineBusyPercent: number; machineStolenMs: number }
+  cpu: { generatorUs: number; serverUs: number; serverMainUs: number; postgresUs: number; machineBusyPercent: number; machineStolenMs: number; allCoresCeilingPerSecond: number }
   /**
    * The Postgres server during the run: checkpoints begun (their writes and data-file sync share
    * the disk with the commits' flushes), the time their syncs took, and WAL written per answer
@@ -485,7 +485,7 @@ async function httpRuns(groupCommit: boolean): Promise<LoadFigures[]> {
     const figures: LoadFigures[] = []
     const print = (result: LoadFigures) => {
       console.log(
-        `${groupCommit ? 'group commit on ' : 'group commit off'} | ${result.mode.padEnd(32)} | ${String(result.throughputPerSecond).padStart(6)}/s approved | p50 ${result.p50Ms} ms | p99 ${result.p99Ms} ms${result.p99FromSendMs === undefined ? '' : ` (from send ${result.p99FromSendMs} ms)`} | max ${result.maxMs} ms | >${BUDGET_MS} ms: ${result.overBudget} (approved ${result.approvedOverBudget}) | declined ${result.declined} | errors ${result.errors} | ${result.operationsPerTransaction} ops/tx${result.serverLagMaxMs === undefined ? '' : ` | server loop lag max ${result.serverLagMaxMs} ms | generator sent late by up to ${result.generatorLateMaxMs} ms`} | commits ${result.commits.count}, >3 ms ${result.commits.over3Ms}, >20 ms ${result.commits.over20Ms}, p99 <= ${result.commits.p99AtMostMs ?? '>1000'} ms | queued >1 ms ${result.queued.over1Ms}, >3 ms ${result.queued.over3Ms} of ${result.queued.count} | in the server: p50 <= ${result.served.p50AtMostMs ?? '>1000'} ms, p99 <= ${result.served.p99AtMostMs ?? '>1000'} ms, >3 ms ${result.served.over3Ms} | CPU per answer: generator ${result.cpu.generatorUs} µs, server ${result.cpu.serverUs} µs (main thread ${result.cpu.serverMainUs}), Postgres ${result.cpu.postgresUs} µs, machine ${result.cpu.machineBusyPercent}% busy, ${result.cpu.machineStolenMs} ms stolen by the host | Postgres: ${result.postgres.checkpoints} checkpoints begun (syncs ${result.postgres.checkpointSyncMs} ms), WAL ${result.postgres.walKbPerAnswer} KB per answer${result.errors > 0 ? ` | ${JSON.stringify(result.errorKinds)}` : ''}`,
+        `${groupCommit ? 'group commit on ' : 'group commit off'} | ${result.mode.padEnd(32)} | ${String(result.throughputPerSecond).padStart(6)}/s approved | p50 ${result.p50Ms} ms | p99 ${result.p99Ms} ms${result.p99FromSendMs === undefined ? '' : ` (from send ${result.p99FromSendMs} ms)`} | max ${result.maxMs} ms | >${BUDGET_MS} ms: ${result.overBudget} (approved ${result.approvedOverBudget}) | declined ${result.declined} | errors ${result.errors} | ${result.operationsPerTransaction} ops/tx${result.serverLagMaxMs === undefined ? '' : ` | server loop lag max ${result.serverLagMaxMs} ms | generator sent late by up to ${result.generatorLateMaxMs} ms`} | commits ${result.commits.count}, >3 ms ${result.commits.over3Ms}, >20 ms ${result.commits.over20Ms}, p99 <= ${result.commits.p99AtMostMs ?? '>1000'} ms | queued >1 ms ${result.queued.over1Ms}, >3 ms ${result.queued.over3Ms} of ${result.queued.count} | in the server: p50 <= ${result.served.p50AtMostMs ?? '>1000'} ms, p99 <= ${result.served.p99AtMostMs ?? '>1000'} ms, >3 ms ${result.served.over3Ms} | CPU per answer: generator ${result.cpu.generatorUs} µs, server ${result.cpu.serverUs} µs (main thread ${result.cpu.serverMainUs}), Postgres ${result.cpu.postgresUs} µs, machine ${result.cpu.machineBusyPercent}% busy, ${result.cpu.machineStolenMs} ms stolen by the host, at this cost every core busy gives at most ${result.cpu.allCoresCeilingPerSecond}/s | Postgres: ${result.postgres.checkpoints} checkpoints begun (syncs ${result.postgres.checkpointSyncMs} ms), WAL ${result.postgres.walKbPerAnswer} KB per answer${result.errors > 0 ? ` | ${JSON.stringify(result.errorKinds)}` : ''}`,
       )
       figures.push(result)
     }
@@ -659,11 +659,11 @@ const markdown = [
   '',
   '### Where the machine went (CPU per answer, read from /proc) and who was late',
   '',
-  `The load generator (${CLIENT === 'fetch' ? 'fetch' : 'keep-alive client, bench/http-client.ts'}), the server process (and of it, its main thread: the rest is the JavaScript engine's compiler and collector threads) and every Postgres process, per answered request; how busy both cores were; for open loops, the server's largest event-loop lag and how late the generator itself sent its most delayed request (both are inside the latencies above).`,
+  `The load generator (${CLIENT === 'fetch' ? 'fetch' : 'keep-alive client, bench/http-client.ts'}), the server process (and of it, its main thread: the rest is the JavaScript engine's compiler and collector threads) and every Postgres process, per answered request; how busy both cores were, and the rate that cost would allow with every core busy (a ceiling for this code on this machine, not a measured rate); for open loops, the server's largest event-loop lag and how late the generator itself sent its most delayed request (both are inside the latencies above).`,
   '',
-  '| group commit | load | generator µs | server µs | of which its main thread µs | Postgres µs | machine busy | CPU stolen by the host ms | server loop lag max ms | generator late max ms |',
-  '|---|---|---|---|---|---|---|---|---|---|',
-  ...[...on, ...off].map((figure) => `| ${figure.groupCommit ? 'on' : 'off'} | ${figure.mode} | ${figure.cpu.generatorUs} | ${figure.cpu.serverUs} | ${figure.cpu.serverMainUs} | ${figure.cpu.postgresUs} | ${figure.cpu.machineBusyPercent}% | ${figure.cpu.machineStolenMs} | ${figure.serverLagMaxMs ?? ''} | ${figure.generatorLateMaxMs ?? ''} |`),
+  '| group commit | load | generator µs | server µs | of which its main thread µs | Postgres µs | machine busy | every core busy: at most /s | CPU stolen by the host ms | server loop lag max ms | generator late max ms |',
+  '|---|---|---|---|---|---|---|---|---|---|---|',
+  ...[...on, ...off].map((figure) => `| ${figure.groupCommit ? 'on' : 'off'} | ${figure.mode} | ${figure.cpu.generatorUs} | ${figure.cpu.serverUs} | ${figure.cpu.serverMainUs} | ${figure.cpu.postgresUs} | ${figure.cpu.machineBusyPercent}% | ${figure.cpu.allCoresCeilingPerSecond} | ${figure.cpu.machineStolenMs} | ${figure.serverLagMaxMs ?? ''} | ${figure.generatorLateMaxMs ?? ''} |`),
   '',
   `## With and without webhook load (${WEBHOOK_RATE}/s offered, group commit on)`,
   '',

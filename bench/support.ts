@@ -4,6 +4,7 @@
  */
 import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
+import { availableParallelism } from 'node:os'
 import postgres from 'postgres'
 
 export const SERVER_URL = process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/postgres'
@@ -253,16 +254,29 @@ export function cpuSnapshot(serverPid: number): CpuSnapshot {
     postgresMs, machineBusyMs: (all - idle) * TICK_MS, machineAllMs: all * TICK_MS, machineStolenMs: (cpu[7] ?? 0) * TICK_MS }
 }
 
-/** CPU per operation (µs) over a run, between two snapshots, and how busy the machine was. */
-export function cpuPerOperation(before: CpuSnapshot, after: CpuSnapshot, operations: number): { generatorUs: number; serverUs: number; serverMainUs: number; postgresUs: number; machineBusyPercent: number; machineStolenMs: number } {
+/**
+ * CPU per operation (µs) over a run, between two snapshots, and how busy the machine was. With it,
+ * the rate this machine could reach at that cost with every core busy (the generator's share
+ * included, since it runs on the same cores): a ceiling for this code here, not a measured rate.
+ */
+export function cpuPerOperation(
+  before: CpuSnapshot,
+  after: CpuSnapshot,
+  operations: number,
+): { generatorUs: number; serverUs: number; serverMainUs: number; postgresUs: number; machineBusyPercent: number; machineStolenMs: number; allCoresCeilingPerSecond: number } {
   const per = (ms: number) => (operations === 0 ? 0 : round2((ms * 1000) / operations))
   const all = after.machineAllMs - before.machineAllMs
+  const generatorUs = per(after.generatorMs - before.generatorMs)
+  const serverUs = per(after.serverMs - before.serverMs)
+  const postgresUs = per(after.postgresMs - before.postgresMs)
+  const perAnswerUs = generatorUs + serverUs + postgresUs
   return {
-    generatorUs: per(after.generatorMs - before.generatorMs),
-    serverUs: per(after.serverMs - before.serverMs),
+    generatorUs,
+    serverUs,
     serverMainUs: per(after.serverMainMs - before.serverMainMs),
-    postgresUs: per(after.postgresMs - before.postgresMs),
+    postgresUs,
     machineBusyPercent: all === 0 ? 0 : Math.round(((after.machineBusyMs - before.machineBusyMs) / all) * 100),
     machineStolenMs: after.machineStolenMs - before.machineStolenMs,
+    allCoresCeilingPerSecond: perAnswerUs === 0 ? 0 : Math.floor((availableParallelism() * 1_000_000) / perAnswerUs),
   }
 }
