@@ -215,6 +215,11 @@ export function processCpuMs(pid: number | string): number {
   return statCpuMs(`/proc/${pid}/stat`)
 }
 
+/** CPU time of this process' main (JavaScript) thread so far, from /proc, in milliseconds (0 where /proc is missing). */
+export function mainThreadCpuMs(): number {
+  return statCpuMs(`/proc/${process.pid}/task/${process.pid}/stat`)
+}
+
 function statCpuMs(path: string): number {
   try {
     const stat = readFileSync(path, 'utf8')
