@@ -73,6 +73,7 @@ export function deltasOf(orgId: string, postings: readonly Posting[], sign: bigi
 /** Double entry: the legs of one movement cancel out in every asset. */
 export function assertZeroSum(postings: readonly Posting[]): void {
   // Nearly every movement is in one asset: its sum is kept apart, other assets in a map.
+  assert(postings.length >= 2, 'a movement has at least two legs')
   const firstAsset = postings[0]?.asset
   let firstSum = 0n
   let otherSums: Map<string, bigint> | undefined

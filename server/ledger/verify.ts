@@ -16,7 +16,8 @@ export interface VerifyReport {
 const PROBLEMS_MAX = 100
 
 /**
- * Proves the ledger over the whole database, from the immutable postings up: each balance row
+ * Proves the ledger over the whole database, from the immutable postings (the legs of every
+ * movement) up: each balance row
  * equals the sum of its postings, per bucket; every movement sums to zero per asset; and every row
  * keeps `total = available + held + inFlight + Σ allocations` (no allocations exist until vaults do,
  * so that sum is zero). Runs in one repeatable-read snapshot so concurrent commits cannot skew it.
@@ -40,7 +41,8 @@ export async function verifyLedger(db: Database): Promise<VerifyReport> {
                   coalesce(sum(amount) filter (where bucket = 'available'), 0) as available,
                   coalesce(sum(amount) filter (where bucket = 'held'), 0) as held,
                   coalesce(sum(amount) filter (where bucket = 'in_flight'), 0) as in_flight
-                from ledger_postings group by org_id, account_id, asset)
+                from ledger_movements m, unnest(m.accounts, m.buckets, m.assets, m.amounts) as leg(account_id, bucket, asset, amount)
+                group by org_id, account_id, asset)
               select coalesce(b.org_id, s.org_id) as org_id, coalesce(b.account_id, s.account_id) as account_id,
                 coalesce(b.asset, s.asset) as asset,
                 b.available as balance_available, s.available as postings_available,
@@ -58,8 +60,9 @@ export async function verifyLedger(db: Database): Promise<VerifyReport> {
         'movement_sums_to_zero',
         await queryRows(
           tx,
-          sql`select movement_id, asset, sum(amount) as sum from ledger_postings
-              group by movement_id, asset having sum(amount) <> 0 limit ${PROBLEMS_MAX}`,
+          sql`select m.id as movement_id, leg.asset, sum(leg.amount) as sum
+              from ledger_movements m, unnest(m.assets, m.amounts) as leg(asset, amount)
+              group by m.id, leg.asset having sum(leg.amount) <> 0 limit ${PROBLEMS_MAX}`,
         ),
       )
       add(
@@ -81,7 +84,7 @@ export async function verifyLedger(db: Database): Promise<VerifyReport> {
       const [counts] = await queryRows<{ balances: string; movements: string; postings: string }>(
         tx,
         sql`select (select count(*) from ledger_balances) as balances, (select count(*) from ledger_movements) as movements,
-                   (select count(*) from ledger_postings) as postings`,
+                   (select coalesce(sum(cardinality(amounts)), 0) from ledger_movements) as postings`,
       )
       return {
         ok: problems.length === 0,

@@ -3,7 +3,7 @@ import type { PgTable } from 'drizzle-orm/pg-core'
 import type { IdempotencyRow } from '../platform/idempotency.ts'
 import { insertFromJson, jsonParameter, OP_COLUMN, StatementTexts, statementWith, upsertTail, type TextStatement } from '../../db/bulk.ts'
 import { queryText, type Database, type Transaction } from '../../db/client.ts'
-import { chainArrivals, deposits, events, holds, ledgerBalances, ledgerMovements, ledgerPostings, payments, transfers } from '../../db/schema/index.ts'
+import { chainArrivals, deposits, events, holds, ledgerBalances, ledgerMovements, payments, transfers } from '../../db/schema/index.ts'
 import { assert } from '../lib/assert.ts'
 import { ApiError } from '../lib/errors.ts'
 import { logFailure } from '../lib/log.ts'
@@ -650,21 +650,7 @@ export class GroupCommitWriter {
         where ledger_writer_sequences.seq = (select (j ->> 'prev')::bigint from input)
         returning seq)`,
     )
-    add(
-      'movements',
-      ledgerMovements,
-      ops.map((op, index) => ({ row: { id: op.movementId, orgId: op.orgId, kind: op.movementKind, reference: op.reference, createdAt: op.createdAt }, op: index })),
-    )
-    add(
-      'postings',
-      ledgerPostings,
-      ops.flatMap((op, index) =>
-        op.postings.map((posting, leg) => ({
-          row: { movementId: op.movementId, leg, orgId: op.orgId, accountId: posting.accountId, bucket: posting.bucket, asset: posting.asset, amount: posting.amountMinor },
-          op: index,
-        })),
-      ),
-    )
+    add('movements', ledgerMovements, ops.map((op, index) => ({ row: movementRow(op), op: index })))
     values.balances = this.balanceDeltas(flight.batch, filtered)
     parts.push(filtered ? BALANCE_DELTAS_PER_OPERATION : BALANCE_DELTAS)
     parts.push(BALANCE_WRITES)
@@ -779,6 +765,23 @@ union all select 'refused', kassa_refuse('ledger writer: batch ' || (select j ->
     this.balances.load(expected)
     return false
   }
+}
+
+/** An operation's movement with its legs, in posting order (leg i is `amounts[i]` of `assets[i]` on `buckets[i]` of `accounts[i]`). */
+function movementRow(op: LedgerOperation): typeof ledgerMovements.$inferInsert {
+  const count = op.postings.length
+  const accounts = new Array<string>(count)
+  const buckets = new Array<string>(count)
+  const assets = new Array<string>(count)
+  const amounts = new Array<string>(count)
+  for (let leg = 0; leg < count; leg++) {
+    const posting = op.postings[leg]!
+    accounts[leg] = posting.accountId
+    buckets[leg] = posting.bucket
+    assets[leg] = posting.asset
+    amounts[leg] = posting.amountMinor.toString()
+  }
+  return { id: op.movementId, orgId: op.orgId, kind: op.movementKind, reference: op.reference, createdAt: op.createdAt, accounts, buckets, assets, amounts }
 }
 
 /** Adds an operation's deltas (as reserved, one per balance) into a running sum per balance. */

@@ -168,9 +168,26 @@ describe('restart and verify', () => {
     }
   })
 
+  test('the database refuses a movement whose legs are malformed', async () => {
+    const db = app.kassa.runtime.db
+    const before = await ledgerRowCounts(app)
+    // Array literals as text: drizzle would spread a JavaScript array into a list of parameters.
+    const literal = (values: string[]) => `{${values.join(',')}}`
+    const insert = (accounts: string[], buckets: string[], assets: string[], amounts: string[]) =>
+      refusal(() =>
+        db.execute(sql`insert into ledger_movements (id, org_id, kind, reference, created_at, accounts, buckets, assets, amounts)
+          values ('mv_malformed', 'org_x', 'test', 'ref', now(), ${literal(accounts)}::text[], ${literal(buckets)}::text[], ${literal(assets)}::text[], ${literal(amounts)}::numeric[])`),
+      )
+    expect(await insert(['acct_a', 'acct_b'], ['available', 'available'], ['USDC', 'USDC'], ['-5', '0'])).toContain('ledger_movements_amounts_nonzero')
+    expect(await insert(['acct_a', 'acct_b'], ['available'], ['USDC', 'USDC'], ['-5', '5'])).toContain('ledger_movements_legs')
+    expect(await insert(['acct_a'], ['available'], ['USDC'], ['5'])).toContain('ledger_movements_legs')
+    expect(await insert(['acct_a', 'acct_b'], ['available', 'pending'], ['USDC', 'USDC'], ['-5', '5'])).toContain('ledger_movements_buckets')
+    expect(await ledgerRowCounts(app)).toEqual(before)
+  })
+
   test('verify finds a balance that no longer matches its postings, and history cannot be rewritten', async () => {
     const db = app.kassa.runtime.db
-    expect(await refusal(() => db.execute(sql`update ledger_postings set amount = amount + 1`))).toContain('append-only')
+    expect(await refusal(() => db.execute(sql`update ledger_movements set amounts = array_append(amounts, 1)`))).toContain('append-only')
     expect(await refusal(() => db.execute(sql`delete from ledger_movements`))).toContain('append-only')
     const account = await fx.mint('tampered')
     await fx.fund(account, '1')

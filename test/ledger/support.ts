@@ -44,7 +44,7 @@ export async function ledgerRowCounts(app: TestApp): Promise<Record<string, numb
   await app.kassa.runtime.ledger.drain()
   const [row] = await queryRows<Record<string, string>>(
     app.kassa.runtime.db,
-    sql`select (select count(*) from ledger_movements) as movements, (select count(*) from ledger_postings) as postings,
+    sql`select (select count(*) from ledger_movements) as movements, (select coalesce(sum(cardinality(amounts)), 0) from ledger_movements) as postings,
                (select count(*) from ledger_balances) as balances, (select count(*) from transfers) as transfers,
                (select count(*) from holds) as holds, (select count(*) from quotes) as quotes,
                (select count(*) from events) as events`,

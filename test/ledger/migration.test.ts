@@ -1,0 +1,87 @@
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { sql } from 'drizzle-orm'
+import { migrate as migratePglite } from 'drizzle-orm/pglite/migrator'
+import { migrate as migratePostgres } from 'drizzle-orm/postgres-js/migrator'
+import { migrationsFolder, queryRows, type DatabaseHandle } from '../../db/client.ts'
+import { verifyLedger } from '../../server/ledger/verify.ts'
+import { createTestDatabase, type TestDatabase } from '../support/db.ts'
+
+/** The migrations up to and including `lastTag`, as a folder of their own. */
+function migrationsUpTo(lastTag: string): string {
+  const folder = mkdtempSync(join(tmpdir(), 'kassa-migrations-'))
+  mkdirSync(join(folder, 'meta'))
+  const journal = JSON.parse(readFileSync(join(migrationsFolder, 'meta', '_journal.json'), 'utf8')) as { entries: Array<{ tag: string }> }
+  const last = journal.entries.findIndex((entry) => entry.tag === lastTag)
+  expect(last).toBeGreaterThanOrEqual(0)
+  const entries = journal.entries.slice(0, last + 1)
+  for (const entry of entries) copyFileSync(join(migrationsFolder, `${entry.tag}.sql`), join(folder, `${entry.tag}.sql`))
+  writeFileSync(join(folder, 'meta', '_journal.json'), JSON.stringify({ ...journal, entries }))
+  return folder
+}
+
+async function migrate(handle: DatabaseHandle, folder: string): Promise<void> {
+  if (handle.kind === 'pglite') await migratePglite(handle.db as never, { migrationsFolder: folder })
+  else await migratePostgres(handle.db as never, { migrationsFolder: folder })
+}
+
+describe('migration 0010: a movement carries its legs', () => {
+  let database: TestDatabase
+  let handle: DatabaseHandle
+  let before: string
+
+  beforeAll(async () => {
+    database = await createTestDatabase()
+    handle = await database.open()
+    before = migrationsUpTo('0009_lean_indexes')
+  })
+
+  afterAll(async () => {
+    rmSync(before, { recursive: true, force: true })
+    await database.drop()
+  })
+
+  test('carries every existing posting over into its movement, in leg order, and the ledger still verifies', async () => {
+    await migrate(handle, before)
+    const db = handle.db
+    await db.execute(sql`insert into ledger_movements (id, org_id, kind, reference, created_at) values
+      ('mv_fund', 'org_a', 'sandbox_funding', 'fund_1', now()),
+      ('mv_transfer', 'org_a', 'transfer', 'tr_1', now())`)
+    // Legs inserted out of order: the migration orders them by their leg number.
+    await db.execute(sql`insert into ledger_postings (movement_id, leg, org_id, account_id, bucket, asset, amount) values
+      ('mv_fund', 1, 'org_a', 'acct_a', 'available', 'USDC', 1000),
+      ('mv_fund', 0, 'org_a', 'system:faucet', 'available', 'USDC', -1000),
+      ('mv_transfer', 2, 'org_a', 'system:fees', 'available', 'USDC', 2),
+      ('mv_transfer', 0, 'org_a', 'acct_a', 'available', 'USDC', -300),
+      ('mv_transfer', 1, 'org_a', 'acct_b', 'available', 'USDC', 298)`)
+    await db.execute(sql`insert into ledger_balances (org_id, account_id, asset, kind, available, held, in_flight, total, updated_at) values
+      ('org_a', 'system:faucet', 'USDC', 'system', -1000, 0, 0, -1000, now()),
+      ('org_a', 'acct_a', 'USDC', 'customer', 700, 0, 0, 700, now()),
+      ('org_a', 'acct_b', 'USDC', 'customer', 298, 0, 0, 298, now()),
+      ('org_a', 'system:fees', 'USDC', 'system', 2, 0, 0, 2, now())`)
+
+    await migrate(handle, migrationsFolder)
+
+    const rows = await queryRows<{ id: string; accounts: string[]; buckets: string[]; assets: string[]; amounts: string[] }>(
+      db,
+      sql`select id, accounts, buckets, assets, array(select a::text from unnest(amounts) a) as amounts from ledger_movements order by id`,
+    )
+    expect(rows).toEqual([
+      { id: 'mv_fund', accounts: ['system:faucet', 'acct_a'], buckets: ['available', 'available'], assets: ['USDC', 'USDC'], amounts: ['-1000', '1000'] },
+      { id: 'mv_transfer', accounts: ['acct_a', 'acct_b', 'system:fees'], buckets: ['available', 'available', 'available'], assets: ['USDC', 'USDC', 'USDC'], amounts: ['-300', '298', '2'] },
+    ])
+    const [postings] = await queryRows<{ table: string | null }>(db, sql`select to_regclass('ledger_postings')::text as table`)
+    expect(postings!.table).toBeNull()
+    const report = await verifyLedger(db)
+    expect(report.problems).toEqual([])
+    expect(report.counts).toEqual({ balances: 4, movements: 2, postings: 5 })
+    // History stays append-only after the rewrite the migration made.
+    const refused = await db.execute(sql`update ledger_movements set kind = 'changed'`).then(
+      () => '',
+      (error: unknown) => String((error as { cause?: unknown }).cause ?? error),
+    )
+    expect(refused).toContain('append-only')
+  })
+})
