@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm'
-import { bigint, check, index, integer, numeric, pgTable, primaryKey, text, timestamp } from 'drizzle-orm/pg-core'
+import { bigint, check, index, numeric, pgTable, primaryKey, text, timestamp } from 'drizzle-orm/pg-core'
 
 const money = (name: string) => numeric(name, { precision: 38, scale: 0, mode: 'bigint' })
 const at = (name: string) => timestamp(name, { withTimezone: true, mode: 'date' })
@@ -12,8 +12,9 @@ const at = (name: string) => timestamp(name, { withTimezone: true, mode: 'date' 
  *
  * The legs are arrays in the movement's row rather than rows of a table of their own, the way a
  * TigerBeetle transfer carries its debit and credit in one record: an authorization's two legs as
- * rows cost Postgres two more heap tuples and four more index entries, about a fifth of its CPU per
- * authorization (`bench/batch-cost.ts`), and no query read them by anything but their movement.
+ * rows cost Postgres two more heap tuples and four more index entries, about a quarter of its CPU
+ * per authorization (`bench/batch-cost.ts`), and no query looked them up by anything but their
+ * movement.
  */
 export const ledgerMovements = pgTable(
   'ledger_movements',

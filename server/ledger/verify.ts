@@ -17,10 +17,10 @@ const PROBLEMS_MAX = 100
 
 /**
  * Proves the ledger over the whole database, from the immutable postings (the legs of every
- * movement) up: each balance row
- * equals the sum of its postings, per bucket; every movement sums to zero per asset; and every row
- * keeps `total = available + held + inFlight + Σ allocations` (no allocations exist until vaults do,
- * so that sum is zero). Runs in one repeatable-read snapshot so concurrent commits cannot skew it.
+ * movement) up: each balance row equals the sum of its postings, per bucket; every movement sums to
+ * zero per asset; and every row keeps `total = available + held + inFlight + Σ allocations` (no
+ * allocations exist until vaults do, so that sum is zero). Runs in one repeatable-read snapshot so
+ * concurrent commits cannot skew it.
  */
 export async function verifyLedger(db: Database): Promise<VerifyReport> {
   return db.transaction(
