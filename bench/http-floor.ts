@@ -1,24 +1,32 @@
 /**
  * The floor under the server's CPU per answer: what Bun's HTTP alone costs a server per request on
- * this machine, with nothing of Kassa in it. Figures only: nothing here passes or fails.
+ * this machine, and what Kassa's request path costs on top of it without the ledger writer. Figures
+ * only: nothing here passes or fails.
  *
- * A child process answers `POST /v1/payments/authorize` with a fixed payment-shaped JSON after
- * parsing the body, either on bare `Bun.serve` or on a bare Elysia route with a TypeBox body
- * schema. The same keep-alive client as `npm run bench` (bench/http-client.ts) keeps
+ * A child process answers `POST /v1/payments/authorize` on one of:
+ * - `bun`: bare `Bun.serve`, parsing the body and answering a fixed payment-shaped JSON;
+ * - `elysia`: a bare Elysia route with a TypeBox body schema, answering the same;
+ * - `kassa`: Kassa's whole app (embedded in-memory PGlite, an organization with raised limits and
+ *   16 funded accounts) with the ledger writer's `enqueue` replaced by an immediate success once the
+ *   accounts are funded. Every plugin, the decision and the answer run; nothing of the
+ *   authorizations is written. For attribution only, never a figure of the product: it skips
+ *   durability (`bench/authorize-cpu.ts` with AUTHCPU_WRITER=skip is the same cut in process).
+ * The same keep-alive client as `npm run bench` (bench/http-client.ts) keeps
  * HTTP_FLOOR_CONNECTIONS requests in flight for HTTP_FLOOR_DURATION_MS after a 2 s warm-up, and
- * this prints the throughput and the CPU per request of the server (from /proc) and of the
- * generator. The authorization benchmark's "server µs" less this figure is Kassa's own work.
+ * this prints the throughput and the CPU per request of the server (all of it, and its main thread,
+ * from /proc) and of the generator. Answers other than an approval are counted and printed.
  *
- *   ./node_modules/.bin/bun bench/http-floor.ts          (both servers, one after the other)
- *   HTTP_FLOOR_SERVERS=bun ./node_modules/.bin/bun bench/http-floor.ts
+ *   ./node_modules/.bin/bun bench/http-floor.ts          (all three, one after the other)
+ *   HTTP_FLOOR_SERVERS=bun,elysia ./node_modules/.bin/bun bench/http-floor.ts
  */
 import { KeepAliveClient } from './http-client.ts'
 import { processCpuMs } from './support.ts'
+import type { LedgerOperation } from '../server/ledger/writer.ts'
 
 const DURATION_MS = Number(process.env.HTTP_FLOOR_DURATION_MS ?? 6000)
 const CONNECTIONS = Number(process.env.HTTP_FLOOR_CONNECTIONS ?? 128)
 const PORT = Number(process.env.HTTP_FLOOR_PORT ?? 39123)
-const SERVERS = (process.env.HTTP_FLOOR_SERVERS ?? 'bun,elysia').split(',').filter((name) => name !== '')
+const SERVERS = (process.env.HTTP_FLOOR_SERVERS ?? 'bun,elysia,kassa').split(',').filter((name) => name !== '')
 
 const ANSWER = JSON.stringify({
   id: 'pay_01a2113608cd723a85567d72af086ef1',
@@ -30,8 +38,18 @@ const ANSWER = JSON.stringify({
 })
 const REQUEST_BODY = JSON.stringify({ accountId: 'acct_01a211360851759a822561f30ded474f', asset: 'USDC', amount: '1.00' })
 
-/** The child: one of the two bare servers, until it is killed. */
+/** What the child tells the parent once it listens: for Kassa, the key and the accounts to authorize on. */
+interface Ready {
+  key?: string
+  accounts?: string[]
+}
+
+/** The child: one of the servers, until it is killed. Prints one line of JSON (`Ready`) once it listens. */
 async function serve(kind: string): Promise<void> {
+  if (kind === 'kassa') {
+    console.log(JSON.stringify(await serveKassa()))
+    return
+  }
   if (kind === 'bun') {
     Bun.serve({
       port: PORT,
@@ -40,6 +58,7 @@ async function serve(kind: string): Promise<void> {
         return new Response(ANSWER, { status: 201, headers: { 'content-type': 'application/json' } })
       },
     })
+    console.log(JSON.stringify({} satisfies Ready))
     return
   }
   const { Elysia, t } = await import('elysia')
@@ -53,47 +72,103 @@ async function serve(kind: string): Promise<void> {
       { body: t.Object({ accountId: t.String(), asset: t.String(), amount: t.String() }) },
     )
     .listen(PORT)
+  console.log(JSON.stringify({} satisfies Ready))
+}
+
+/** Kassa's app with the writer answering at once (see the header), listening on PORT. */
+async function serveKassa(): Promise<Ready> {
+  const { EMBEDDED_IN_MEMORY, openDatabase } = await import('../db/client.ts')
+  const { createApp } = await import('../server/app.ts')
+  const { configForTests } = await import('../server/config.ts')
+  const database = await openDatabase({ databaseUrl: undefined, embeddedPath: EMBEDDED_IN_MEMORY, poolMax: 1 })
+  const kassa = await createApp(configForTests({ rateLimitStore: 'memory', webhookDelivery: false }), { database })
+  const call = async (path: string, method: string, token: string, body: unknown): Promise<any> => {
+    const response = await kassa.app.handle(
+      new Request(`http://kassa.floor${path}`, { method, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify(body) }),
+    )
+    if (response.status >= 300) throw new Error(`${method} ${path}: ${response.status} ${await response.text()}`)
+    return response.json()
+  }
+  const operator = kassa.runtime.operatorToken
+  const org = await call('/ops/v1/orgs', 'POST', operator, { name: 'HTTP floor' })
+  const key = (org.keys as Array<{ type: string; key: string }>).find((entry) => entry.type === 'test')!.key
+  await call(`/ops/v1/orgs/${org.id}/limits`, 'PATCH', operator, { rateLimitPerMinute: 10_000_000 })
+  const accounts: string[] = []
+  for (let index = 0; index < 16; index++) {
+    const account = await call('/v1/accounts', 'POST', key, { externalId: `floor-${index}` })
+    await call(`/v1/sandbox/accounts/${account.id}/fund`, 'POST', key, { asset: 'USDC', amount: '10000000' })
+    accounts.push(account.id)
+  }
+  await kassa.runtime.ledger.drain()
+  kassa.runtime.ledger.writer.enqueue = (operation: LedgerOperation) => {
+    operation.committed?.()
+    return Promise.resolve()
+  }
+  kassa.app.listen({ port: PORT })
+  return { key, accounts }
+}
+
+/** The child's first line of output. */
+async function readyLine(stdout: ReadableStream<Uint8Array>): Promise<Ready> {
+  const reader = stdout.getReader()
+  const decoder = new TextDecoder()
+  let text = ''
+  while (!text.includes('\n')) {
+    const { done, value } = await reader.read()
+    if (done) throw new Error('the server ended before it was ready')
+    text += decoder.decode(value, { stream: true })
+  }
+  reader.releaseLock()
+  return JSON.parse(text.slice(0, text.indexOf('\n'))) as Ready
 }
 
 async function measure(kind: string): Promise<void> {
-  const server = Bun.spawn([process.execPath, import.meta.path, 'serve', kind], { stdout: 'inherit', stderr: 'inherit' })
+  const server = Bun.spawn([process.execPath, import.meta.path, 'serve', kind], { stdout: 'pipe', stderr: 'inherit' })
   try {
+    const ready = await readyLine(server.stdout)
     const client = new KeepAliveClient(`http://127.0.0.1:${PORT}`)
-    for (let attempt = 0; ; attempt++) {
-      const ready = await fetch(`http://127.0.0.1:${PORT}/v1/payments/authorize`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: REQUEST_BODY }).then(
-        () => true,
-        () => false,
-      )
-      if (ready) break
-      if (attempt >= 100) throw new Error(`the ${kind} server did not start`)
-      await Bun.sleep(50)
-    }
-    const request = client.prepare('POST', '/v1/payments/authorize', { 'content-type': 'application/json', authorization: 'Bearer sk_test_floor' }, REQUEST_BODY)
+    const headers = { 'content-type': 'application/json', authorization: `Bearer ${ready.key ?? 'sk_test_floor'}` }
+    const requests =
+      ready.accounts === undefined
+        ? [client.prepare('POST', '/v1/payments/authorize', headers, REQUEST_BODY)]
+        : ready.accounts.map((accountId) =>
+            client.prepare('POST', '/v1/payments/authorize', headers, JSON.stringify({ accountId, asset: 'USDC', amount: '1.25', merchant: { name: 'Coffee', mcc: '5814' } })),
+          )
     let stopped = false
     let answered = 0
+    let sent = 0
+    const other = new Map<string, number>()
     const loop = async () => {
       while (!stopped) {
-        await client.send(request)
+        const answer = await client.send(requests[sent++ % requests.length]!)
         answered += 1
+        if (answer.status !== 201 || !answer.body.includes('"state":"authorized"')) {
+          const kind = `${answer.status} ${answer.body.slice(0, 120)}`
+          other.set(kind, (other.get(kind) ?? 0) + 1)
+        }
       }
     }
     const loops = Array.from({ length: CONNECTIONS }, loop)
     await Bun.sleep(2000)
     const serverBefore = processCpuMs(server.pid)
+    const mainBefore = processCpuMs(`${server.pid}/task/${server.pid}`)
     const generatorBefore = process.cpuUsage()
     const answeredBefore = answered
     const startedAt = performance.now()
     await Bun.sleep(DURATION_MS)
     const serverMs = processCpuMs(server.pid) - serverBefore
+    const mainMs = processCpuMs(`${server.pid}/task/${server.pid}`) - mainBefore
     const generator = process.cpuUsage(generatorBefore)
     const count = answered - answeredBefore
     const elapsedMs = performance.now() - startedAt
     stopped = true
     await Promise.all(loops)
     client.close()
+    const perRequest = (ms: number) => ((ms * 1000) / count).toFixed(1)
     console.log(
-      `${kind.padEnd(6)} ${Math.round((count * 1000) / elapsedMs)} requests/s | server ${((serverMs * 1000) / count).toFixed(1)} µs per request | generator ${((generator.user + generator.system) / count).toFixed(1)} µs per request`,
+      `${kind.padEnd(6)} ${Math.round((count * 1000) / elapsedMs)} requests/s | server ${perRequest(serverMs)} µs per request (main thread ${perRequest(mainMs)}) | generator ${((generator.user + generator.system) / count).toFixed(1)} µs per request`,
     )
+    for (const [answer, times] of other) console.log(`       not an approval, ${times} times: ${answer}`)
   } finally {
     server.kill()
     await server.exited
