@@ -29,8 +29,7 @@
 import { EMBEDDED_IN_MEMORY, openDatabase, type DatabaseHandle } from '../db/client.ts'
 import { createApp } from '../server/app.ts'
 import { configForTests } from '../server/config.ts'
-import type { LedgerOperation } from '../server/ledger/writer.ts'
-import { createBenchDatabase, mainThreadCpuMs, type BenchDatabase } from './support.ts'
+import { createBenchDatabase, inProcessFundedOrg, mainThreadCpuMs, skipLedgerWrites, type BenchDatabase } from './support.ts'
 
 const DURATION_MS = Number(process.env.AUTHCPU_DURATION_MS ?? 3000)
 const WARMUP_MS = 1000
@@ -54,29 +53,9 @@ if (USE_POSTGRES) {
 const kassa = await createApp(configForTests({ rateLimitStore: 'memory', databaseUrl, webhookDelivery: false }), database ? { database } : {})
 const { app } = kassa
 
-const opsHeaders = { authorization: `Bearer ${kassa.runtime.operatorToken}`, 'content-type': 'application/json' }
-const org = (await app.handle(new Request(`${BASE}/ops/v1/orgs`, { method: 'POST', headers: opsHeaders, body: JSON.stringify({ name: 'CPU' }) })).then((response) => response.json())) as {
-  id: string
-  keys: Array<{ type: string; key: string }>
-}
-const key = org.keys.find((entry) => entry.type === 'test')!.key
-const limits = await app.handle(new Request(`${BASE}/ops/v1/orgs/${org.id}/limits`, { method: 'PATCH', headers: opsHeaders, body: JSON.stringify({ rateLimitPerMinute: 10_000_000 }) }))
-if (limits.status !== 200) throw new Error(`raising the rate limit failed: ${limits.status} ${await limits.text()}`)
+const { key, accounts } = await inProcessFundedOrg(kassa, ACCOUNTS, '10000000')
 const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' }
-const accounts: string[] = []
-for (let index = 0; index < ACCOUNTS; index++) {
-  const account = (await app.handle(new Request(`${BASE}/v1/accounts`, { method: 'POST', headers, body: JSON.stringify({ externalId: `cpu-${index}` }) })).then((response) => response.json())) as { id: string }
-  const funded = await app.handle(new Request(`${BASE}/v1/sandbox/accounts/${account.id}/fund`, { method: 'POST', headers, body: JSON.stringify({ asset: 'USDC', amount: '10000000' }) }))
-  if (funded.status !== 200 && funded.status !== 201) throw new Error(`funding failed: ${funded.status} ${await funded.text()}`)
-  accounts.push(account.id)
-}
-
-if (SKIP_WRITER) {
-  kassa.runtime.ledger.writer.enqueue = (op: LedgerOperation) => {
-    op.committed?.()
-    return Promise.resolve()
-  }
-}
+if (SKIP_WRITER) skipLedgerWrites(kassa)
 
 let sequence = 0
 function authorizeRequest(): Request {

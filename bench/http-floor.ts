@@ -20,8 +20,7 @@
  *   HTTP_FLOOR_SERVERS=bun,elysia ./node_modules/.bin/bun bench/http-floor.ts
  */
 import { KeepAliveClient } from './http-client.ts'
-import { processCpuMs } from './support.ts'
-import type { LedgerOperation } from '../server/ledger/writer.ts'
+import { inProcessFundedOrg, processCpuMs, skipLedgerWrites } from './support.ts'
 
 const DURATION_MS = Number(process.env.HTTP_FLOOR_DURATION_MS ?? 6000)
 const CONNECTIONS = Number(process.env.HTTP_FLOOR_CONNECTIONS ?? 128)
@@ -82,30 +81,10 @@ async function serveKassa(): Promise<Ready> {
   const { configForTests } = await import('../server/config.ts')
   const database = await openDatabase({ databaseUrl: undefined, embeddedPath: EMBEDDED_IN_MEMORY, poolMax: 1 })
   const kassa = await createApp(configForTests({ rateLimitStore: 'memory', webhookDelivery: false }), { database })
-  const call = async (path: string, method: string, token: string, body: unknown): Promise<any> => {
-    const response = await kassa.app.handle(
-      new Request(`http://kassa.floor${path}`, { method, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify(body) }),
-    )
-    if (response.status >= 300) throw new Error(`${method} ${path}: ${response.status} ${await response.text()}`)
-    return response.json()
-  }
-  const operator = kassa.runtime.operatorToken
-  const org = await call('/ops/v1/orgs', 'POST', operator, { name: 'HTTP floor' })
-  const key = (org.keys as Array<{ type: string; key: string }>).find((entry) => entry.type === 'test')!.key
-  await call(`/ops/v1/orgs/${org.id}/limits`, 'PATCH', operator, { rateLimitPerMinute: 10_000_000 })
-  const accounts: string[] = []
-  for (let index = 0; index < 16; index++) {
-    const account = await call('/v1/accounts', 'POST', key, { externalId: `floor-${index}` })
-    await call(`/v1/sandbox/accounts/${account.id}/fund`, 'POST', key, { asset: 'USDC', amount: '10000000' })
-    accounts.push(account.id)
-  }
-  await kassa.runtime.ledger.drain()
-  kassa.runtime.ledger.writer.enqueue = (operation: LedgerOperation) => {
-    operation.committed?.()
-    return Promise.resolve()
-  }
+  const org = await inProcessFundedOrg(kassa, 16, '10000000')
+  skipLedgerWrites(kassa)
   kassa.app.listen({ port: PORT })
-  return { key, accounts }
+  return org
 }
 
 /** The child's first line of output. */

@@ -6,6 +6,8 @@ import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 
 import { join } from 'node:path'
 import { availableParallelism } from 'node:os'
 import postgres from 'postgres'
+import type { Kassa } from '../server/app.ts'
+import type { LedgerOperation } from '../server/ledger/writer.ts'
 
 export const SERVER_URL = process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/postgres'
 export const OPERATOR_TOKEN = 'bench-operator-token-0123456789abcdef0123'
@@ -283,5 +285,49 @@ export function cpuPerOperation(
     machineBusyPercent: all === 0 ? 0 : Math.round(((after.machineBusyMs - before.machineBusyMs) / all) * 100),
     machineStolenMs: after.machineStolenMs - before.machineStolenMs,
     allCoresCeilingPerSecond: perAnswerUs === 0 ? 0 : Math.floor((availableParallelism() * 1_000_000) / perAnswerUs),
+  }
+}
+
+/** An organization made in process through `app.handle`, with its test key and funded accounts. */
+export interface InProcessOrg {
+  key: string
+  accounts: string[]
+}
+
+/**
+ * Creates an organization with a raised rate limit and `accountCount` accounts funded with `amount`
+ * USDC each, through the app's own routes in process (no socket), and waits until the funding is
+ * written.
+ */
+export async function inProcessFundedOrg(kassa: Kassa, accountCount: number, amount: string): Promise<InProcessOrg> {
+  const call = async (path: string, method: string, token: string, body: unknown): Promise<any> => {
+    const response = await kassa.app.handle(
+      new Request(`http://kassa.bench${path}`, { method, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify(body) }),
+    )
+    if (response.status >= 300) throw new Error(`${method} ${path}: ${response.status} ${await response.text()}`)
+    return response.json()
+  }
+  const operator = kassa.runtime.operatorToken
+  const org = await call('/ops/v1/orgs', 'POST', operator, { name: 'Bench' })
+  const key = (org.keys as Array<{ type: string; key: string }>).find((entry) => entry.type === 'test')!.key
+  await call(`/ops/v1/orgs/${org.id}/limits`, 'PATCH', operator, { rateLimitPerMinute: 10_000_000 })
+  const accounts: string[] = []
+  for (let index = 0; index < accountCount; index++) {
+    const account = await call('/v1/accounts', 'POST', key, { externalId: `bench-${index}` })
+    await call(`/v1/sandbox/accounts/${account.id}/fund`, 'POST', key, { asset: 'USDC', amount })
+    accounts.push(account.id)
+  }
+  await kassa.runtime.ledger.drain()
+  return { key, accounts }
+}
+
+/**
+ * For attribution only, never a figure of the product (it skips durability): the ledger writer
+ * answers every operation at once and writes nothing, so what is left is the request path alone.
+ */
+export function skipLedgerWrites(kassa: Kassa): void {
+  kassa.runtime.ledger.writer.enqueue = (operation: LedgerOperation) => {
+    operation.committed?.()
+    return Promise.resolve()
   }
 }

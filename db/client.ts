@@ -132,19 +132,20 @@ async function openPglite(path: string): Promise<DatabaseHandle> {
 const MIGRATION_LOCK_ID = 7_316_550_001
 
 /**
- * Applies pending migrations. On a shared Postgres several instances may start at once, so the
- * migration runs on one dedicated connection under an advisory lock.
+ * Applies pending migrations (from `folder`, the project's own unless a test gives another). On a
+ * shared Postgres several instances may start at once, so the migration runs on one dedicated
+ * connection under an advisory lock.
  */
-export async function runMigrations(handle: DatabaseHandle, databaseUrl: string | undefined): Promise<void> {
+export async function runMigrations(handle: DatabaseHandle, databaseUrl: string | undefined, folder = migrationsFolder): Promise<void> {
   if (handle.kind === 'pglite' || databaseUrl === undefined) {
-    await migratePglite(handle.db as never, { migrationsFolder })
+    await migratePglite(handle.db as never, { migrationsFolder: folder })
     return
   }
   const socket = socketOf(databaseUrl)
   const client = postgres(socket.url, { max: 1, onnotice: () => {}, ...(socket.host === undefined ? {} : { host: socket.host }) })
   try {
     await client`select pg_advisory_lock(${MIGRATION_LOCK_ID})`
-    await migratePostgres(drizzlePostgres(client), { migrationsFolder })
+    await migratePostgres(drizzlePostgres(client), { migrationsFolder: folder })
     await client`select pg_advisory_unlock(${MIGRATION_LOCK_ID})`
   } finally {
     await client.end({ timeout: 5 })

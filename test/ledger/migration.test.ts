@@ -3,9 +3,7 @@ import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSy
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { sql } from 'drizzle-orm'
-import { migrate as migratePglite } from 'drizzle-orm/pglite/migrator'
-import { migrate as migratePostgres } from 'drizzle-orm/postgres-js/migrator'
-import { migrationsFolder, queryRows, type DatabaseHandle } from '../../db/client.ts'
+import { migrationsFolder, queryRows, runMigrations, type DatabaseHandle } from '../../db/client.ts'
 import { verifyLedger } from '../../server/ledger/verify.ts'
 import { createTestDatabase, type TestDatabase } from '../support/db.ts'
 
@@ -20,11 +18,6 @@ function migrationsUpTo(lastTag: string): string {
   for (const entry of entries) copyFileSync(join(migrationsFolder, `${entry.tag}.sql`), join(folder, `${entry.tag}.sql`))
   writeFileSync(join(folder, 'meta', '_journal.json'), JSON.stringify({ ...journal, entries }))
   return folder
-}
-
-async function migrate(handle: DatabaseHandle, folder: string): Promise<void> {
-  if (handle.kind === 'pglite') await migratePglite(handle.db as never, { migrationsFolder: folder })
-  else await migratePostgres(handle.db as never, { migrationsFolder: folder })
 }
 
 describe('migration 0010: a movement carries its legs', () => {
@@ -44,7 +37,7 @@ describe('migration 0010: a movement carries its legs', () => {
   })
 
   test('carries every existing posting over into its movement, in leg order, and the ledger still verifies', async () => {
-    await migrate(handle, before)
+    await runMigrations(handle, database.databaseUrl, before)
     const db = handle.db
     await db.execute(sql`insert into ledger_movements (id, org_id, kind, reference, created_at) values
       ('mv_fund', 'org_a', 'sandbox_funding', 'fund_1', now()),
@@ -62,7 +55,7 @@ describe('migration 0010: a movement carries its legs', () => {
       ('org_a', 'acct_b', 'USDC', 'customer', 298, 0, 0, 298, now()),
       ('org_a', 'system:fees', 'USDC', 'system', 2, 0, 0, 2, now())`)
 
-    await migrate(handle, migrationsFolder)
+    await runMigrations(handle, database.databaseUrl)
 
     const rows = await queryRows<{ id: string; accounts: string[]; buckets: string[]; assets: string[]; amounts: string[] }>(
       db,
