@@ -12,8 +12,8 @@ import { findAsset, requireAsset } from '../assets/catalog.ts'
 import { assertWithinLimits } from '../transfers/fees.ts'
 import { executeTransfer } from '../transfers/service.ts'
 import type { CaptureHoldInput, CreateHoldInput, HoldView } from './model.ts'
-import { findHold, type HoldRecord } from './repo.ts'
-import { closingHooks, requirePendingHold, takePendingHold } from './state.ts'
+import type { HoldRecord } from './repo.ts'
+import { closingHooks, findHoldRecord, holdRowsToWrite, requirePendingHold, takePendingHold } from './state.ts'
 
 /** How often the expiry sweep looks for holds past their expiry on their organization's clock. */
 const EXPIRY_SWEEP_INTERVAL_MS = 250
@@ -154,7 +154,7 @@ function closingOperation(runtime: Runtime, hold: PendingHold, state: 'released'
       { accountId: hold.accountId, kind: 'customer', bucket: 'held', asset: hold.asset, amountMinor: -hold.amountMinor },
       { accountId: hold.accountId, kind: 'customer', bucket: 'available', asset: hold.asset, amountMinor: hold.amountMinor },
     ],
-    holds: [row],
+    holds: holdRowsToWrite(hold, row),
     events: [eventRow(hold.orgId, `hold.${state}`, holdEventData(hold), now)],
     ...closingHooks(runtime, hold),
   }
@@ -178,7 +178,7 @@ export async function releaseHold(runtime: Runtime, orgId: string, holdId: strin
 }
 
 export async function getHold(runtime: Runtime, orgId: string, holdId: string): Promise<HoldView> {
-  const row: HoldRecord | undefined = await findHold(runtime.db, orgId, holdId)
+  const row: HoldRecord | undefined = await findHoldRecord(runtime, orgId, holdId)
   if (!row) throw notFound('hold')
   return toHoldView(row)
 }

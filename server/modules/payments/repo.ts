@@ -20,9 +20,33 @@ export async function listPayments(executor: Executor, orgId: string, filter: { 
   return executor.select().from(payments).where(and(...conditions)).orderBy(asc(payments.id)).limit(filter.limit)
 }
 
-/** The authorized payments' holds, read at start to mark the pending holds as theirs. */
-export async function authorizedPaymentHolds(executor: Executor): Promise<Array<{ id: string; holdId: string | null }>> {
-  return executor.select({ id: payments.id, holdId: payments.holdId }).from(payments).where(eq(payments.state, 'authorized'))
+/** What an authorized payment says of its pending hold, read at start to put the hold back in memory. */
+export interface AuthorizedPaymentHold {
+  id: string
+  holdId: string | null
+  orgId: string
+  accountId: string
+  asset: string
+  amount: bigint | null
+  expiresAt: Date | null
+  createdAt: Date
+}
+
+/** The authorized payments' holds, read at start (the payments' own columns only). */
+export async function authorizedPaymentHolds(executor: Executor): Promise<AuthorizedPaymentHold[]> {
+  return executor
+    .select({
+      id: payments.id,
+      holdId: payments.holdId,
+      orgId: payments.orgId,
+      accountId: payments.accountId,
+      asset: payments.asset,
+      amount: payments.amount,
+      expiresAt: payments.expiresAt,
+      createdAt: payments.createdAt,
+    })
+    .from(payments)
+    .where(eq(payments.state, 'authorized'))
 }
 
 /** Those of `ids` that are authorized payments, whole (the expiry sweep's read, at most its batch). */

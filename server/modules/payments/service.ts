@@ -12,7 +12,8 @@ import { inlineRecord, judgeExisting, type IdempotencyStore, type InlineIdempote
 import type { Runtime } from '../../runtime.ts'
 import { findAsset, type AssetInfo } from '../assets/catalog.ts'
 import { holdRow, onHoldExpiry } from '../holds/service.ts'
-import { closingHooks, takePendingHold } from '../holds/state.ts'
+import type { HoldRecord } from '../holds/repo.ts'
+import { closingHooks, holdRowsToWrite, onOwnedHoldLookup, ownedHoldId, takePendingHold } from '../holds/state.ts'
 import { assertWithinLimits } from '../transfers/fees.ts'
 import type { AuthorizePaymentInput, CapturePaymentInput, FailureCode, PaymentView } from './model.ts'
 import * as repo from './repo.ts'
@@ -132,13 +133,30 @@ export async function startPayments(runtime: Runtime): Promise<void> {
     state.stopped = true
     await state.declines.stop()
   })
-  for (const { id, holdId } of await repo.authorizedPaymentHolds(runtime.db)) {
-    const hold = holdId ? runtime.ledger.pendingHolds.get(holdId) : undefined
-    if (hold) {
-      hold.ownerId = id
-      hold.ownerDurable = true
+  for (const payment of await repo.authorizedPaymentHolds(runtime.db)) {
+    if (payment.holdId === null) continue
+    // A hold made before payments recorded their own holds has its row, loaded with the rest.
+    const loaded = runtime.ledger.pendingHolds.get(payment.holdId)
+    if (loaded) {
+      loaded.ownerId = payment.id
+      loaded.ownerDurable = true
+      continue
     }
+    if (payment.holdId !== ownedHoldId(payment.id) || payment.amount === null || payment.expiresAt === null) continue
+    runtime.ledger.pendingHolds.set(payment.holdId, {
+      id: payment.holdId,
+      orgId: payment.orgId,
+      accountId: payment.accountId,
+      asset: payment.asset,
+      amountMinor: payment.amount,
+      expiresAtMs: payment.expiresAt.getTime(),
+      createdAtMs: payment.createdAt.getTime(),
+      closing: false,
+      ownerId: payment.id,
+      ownerDurable: true,
+    })
   }
+  onOwnedHoldLookup(runtime, (orgId, holdId) => paymentHold(runtime, orgId, holdId))
   onHoldExpiry(runtime, async (holds) => {
     const rows = await repo.authorizedPaymentsByIds(runtime.db, holds.map((hold) => hold.ownerId!))
     const byId = new Map(rows.map((row) => [row.id, row]))
@@ -150,8 +168,10 @@ export async function startPayments(runtime: Runtime): Promise<void> {
         // Its authorization is still on its way to Postgres (only a clock moved a day ahead gets
         // here first): the hold waits for it.
         if (!hold.ownerDurable) return false
-        // Never expected: the hold lapses alone rather than staying pending for ever.
+        // Never expected: the hold lapses alone rather than staying pending for ever, and then
+        // needs a row of its own to say so (its payment's row no longer records it).
         logFailure('payments.expiry', `payments: hold ${hold.id} lapsed but its payment ${hold.ownerId} is not authorized in the database; the hold expires alone`)
+        operation.holds = [holdRow(hold, 'expired', now)]
         return true
       }
       const expired: PaymentRow = { ...payment, state: 'expired', closedAt: now }
@@ -160,6 +180,37 @@ export async function startPayments(runtime: Runtime): Promise<void> {
       return true
     }
   })
+}
+
+/** What a payment's row says of the hold it records, by the payment's state. */
+const HOLD_STATE_OF_PAYMENT: Record<PaymentRow['state'], HoldRecord['state']> = {
+  authorized: 'pending',
+  captured: 'captured',
+  voided: 'released',
+  expired: 'expired',
+  // Declined with a hold: a fail-closed decline whose late authorization landed and was released.
+  declined: 'released',
+}
+
+/** The hold a payment's row records (see `ownedHoldId`), as a row of `holds` would say it. */
+async function paymentHold(runtime: Runtime, orgId: string, holdId: string): Promise<HoldRecord | undefined> {
+  if (!holdId.startsWith('hold_')) return undefined
+  const payment = await repo.findPayment(runtime.db, orgId, `pay_${holdId.slice('hold_'.length)}`)
+  if (payment === undefined || payment.holdId !== holdId || payment.amount === null || payment.expiresAt === null) return undefined
+  const state = HOLD_STATE_OF_PAYMENT[payment.state]
+  return {
+    id: holdId,
+    orgId: payment.orgId,
+    accountId: payment.accountId,
+    asset: payment.asset,
+    amount: payment.amount,
+    state,
+    expiresAt: payment.expiresAt,
+    capturedAmount: state === 'captured' ? payment.capturedAmount : null,
+    transferId: null,
+    createdAt: payment.createdAt,
+    closedAt: state === 'pending' ? null : payment.closedAt,
+  }
 }
 
 export function toPaymentView(row: PaymentRow): PaymentView {
@@ -351,7 +402,8 @@ async function authorizeWithin(runtime: Runtime, orgId: string, input: Authorize
 function reserve(runtime: Runtime, payment: PaymentRow, info: AssetInfo, amountMinor: bigint, account: AccountEntry, now: Date, context: AuthorizeContext, deadline: number) {
   const externalId = account.externalId
   const hold: PendingHold = {
-    id: newId('hold'),
+    // The payment's row records the hold: no row of `holds` is written for it.
+    id: ownedHoldId(payment.id),
     orgId: payment.orgId,
     // The directory's string, not the request's copy of it: the hold may stay in memory for a day.
     accountId: account.id,
@@ -374,7 +426,6 @@ function reserve(runtime: Runtime, payment: PaymentRow, info: AssetInfo, amountM
     createdAt: now,
     deadline,
     postings: reservationPostings(hold),
-    holds: [holdRow(hold, 'pending', null)],
     payments: [authorized],
     events: [eventRow(payment.orgId, 'payment.authorized', eventData(authorized, externalId, { holdId: hold.id, expiresAt: view.expiresAt }, view.amount), now)],
     idempotencyRecord: context.idempotency ? inlineRecord(context.idempotency, 201, body, runtime.clock.wallNowMs()) : undefined,
@@ -553,7 +604,7 @@ function submitClose(runtime: Runtime, hold: PendingHold, payment: PaymentRow, e
       { accountId: hold.accountId, kind: 'customer', bucket: 'held', asset: hold.asset, amountMinor: -hold.amountMinor },
       { accountId: hold.accountId, kind: 'customer', bucket: 'available', asset: hold.asset, amountMinor: hold.amountMinor },
     ],
-    holds: [holdRow(hold, 'released', now)],
+    holds: holdRowsToWrite(hold, holdRow(hold, 'released', now)),
     payments: [payment],
     events: [eventRow(hold.orgId, 'hold.released', { holdId: hold.id, accountId: hold.accountId, asset: hold.asset, amount: formatAmount(hold.amountMinor, decimals) }, now), event],
     idempotencyAnswer,
@@ -605,7 +656,7 @@ export async function capturePayment(runtime: Runtime, orgId: string, id: string
     reference: payment.id,
     createdAt: now,
     postings,
-    holds: [{ ...holdRow(hold, 'captured', now), capturedAmount: capturedMinor }],
+    holds: holdRowsToWrite(hold, { ...holdRow(hold, 'captured', now), capturedAmount: capturedMinor }),
     payments: [captured],
     events: [
       eventRow(orgId, 'hold.captured', { holdId: hold.id, accountId: hold.accountId, asset: hold.asset, amount: formatAmount(hold.amountMinor, decimals), ...amounts, transferId: null }, now),

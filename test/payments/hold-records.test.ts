@@ -1,0 +1,123 @@
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { sql } from 'drizzle-orm'
+import { queryRows } from '../../db/client.ts'
+import { createApp, type Kassa } from '../../server/app.ts'
+import { configForTests } from '../../server/config.ts'
+import { expireDueHolds } from '../../server/modules/holds/service.ts'
+import { startTestApp, type TestApp } from '../support/app.ts'
+import { expectVerified, ledgerFixture, type LedgerFixture } from '../ledger/support.ts'
+
+let app: TestApp
+let fx: LedgerFixture
+let payer: string
+
+beforeAll(async () => {
+  app = await startTestApp()
+  fx = await ledgerFixture(app)
+  payer = await fx.mint('card-holder')
+  await fx.fund(payer, '100')
+})
+afterAll(async () => {
+  await app.close()
+})
+
+const authorize = (amount: string) => fx.call('POST', '/v1/payments/authorize', { accountId: payer, asset: 'USDC', amount })
+
+async function holdRowCount(): Promise<number> {
+  await app.kassa.runtime.ledger.drain()
+  const [row] = await queryRows<{ count: string }>(app.kassa.runtime.db, sql`select count(*) as count from holds`)
+  return Number(row!.count)
+}
+
+/** A second instance on the same database, the first one's loops stopped (its sweeper included). */
+async function restart(): Promise<{ kassa: Kassa; call: (method: string, path: string, body?: unknown) => Promise<{ status: number; body: any }> }> {
+  await app.kassa.runtime.ledger.drain()
+  for (const stop of app.kassa.runtime.stoppers.splice(0)) await stop()
+  const kassa = await createApp(configForTests({ databaseUrl: app.config.databaseUrl }), { database: await app.database.open() })
+  const call = async (method: string, path: string, body?: unknown) => {
+    const response = await kassa.app.handle(
+      new Request(`http://kassa.test${path}`, { method, headers: { authorization: `Bearer ${fx.org.testKey}`, 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) }),
+    )
+    return { status: response.status, body: (await response.json()) as any }
+  }
+  return { kassa, call }
+}
+
+describe("an authorization's hold is recorded by its payment's row", () => {
+  test('no row of holds is written, and the hold reads through /v1/holds in every state the payment moves to', async () => {
+    const before = await holdRowCount()
+    const captured = (await authorize('12.50')).body
+    const voided = (await authorize('3')).body
+    const lapsing = (await authorize('2')).body
+    expect(captured.holdId).toBe(`hold_${captured.id.slice('pay_'.length)}`)
+    expect(await holdRowCount()).toBe(before)
+
+    expect((await fx.call('GET', `/v1/holds/${captured.holdId}`)).body).toEqual({
+      id: captured.holdId,
+      accountId: payer,
+      asset: 'USDC',
+      amount: '12.500000',
+      state: 'pending',
+      expiresAt: captured.expiresAt,
+      capturedAmount: null,
+      transferId: null,
+      createdAt: captured.createdAt,
+      closedAt: null,
+    })
+    // Only through its payment: the holds API refuses to move it.
+    expect((await fx.call('POST', `/v1/holds/${captured.holdId}/release`)).body.error.code).toBe('hold_not_active')
+
+    const capture = await fx.call('POST', `/v1/payments/${captured.id}/capture`, { amount: '10' })
+    expect(capture.status).toBe(200)
+    expect((await fx.call('GET', `/v1/holds/${captured.holdId}`)).body).toMatchObject({ state: 'captured', capturedAmount: '10.000000', closedAt: capture.body.closedAt })
+    expect((await fx.call('POST', `/v1/payments/${voided.id}/void`)).status).toBe(200)
+    expect((await fx.call('GET', `/v1/holds/${voided.holdId}`)).body).toMatchObject({ state: 'released', capturedAmount: null })
+
+    expect((await fx.call('POST', '/v1/sandbox/clock/advance', { seconds: 24 * 3600 + 60 })).status).toBe(200)
+    let hold: Record<string, unknown> = {}
+    for (let attempt = 0; attempt < 50 && hold.state !== 'expired'; attempt++) {
+      await expireDueHolds(app.kassa.runtime)
+      await app.kassa.runtime.ledger.drain()
+      hold = (await fx.call('GET', `/v1/holds/${lapsing.holdId}`)).body
+    }
+    expect(hold).toMatchObject({ state: 'expired' })
+    expect((await fx.call('GET', `/v1/payments/${lapsing.id}`)).body.state).toBe('expired')
+
+    // Still none written, and a hold id no payment records is not found.
+    expect(await holdRowCount()).toBe(before)
+    expect((await fx.call('GET', `/v1/holds/hold_${'0'.repeat(32)}`)).status).toBe(404)
+    expect(await fx.balance(payer)).toMatchObject({ available: '90.000000', held: '0.000000' })
+    await expectVerified(app)
+  })
+
+  test('after a restart the hold is back in memory from its payment, and one made before the rule keeps its own row', async () => {
+    const recorded = (await authorize('4')).body
+    const legacy = (await authorize('5')).body
+    await app.kassa.runtime.ledger.drain()
+    // The second as a hold made before payments recorded their own holds: a row of its own, with an id of its own.
+    const legacyHoldId = `hold_legacy${legacy.id.slice('pay_'.length + 'legacy'.length)}`
+    await app.kassa.runtime.db.execute(sql`insert into holds (id, org_id, account_id, asset, amount, state, expires_at, created_at)
+      select ${legacyHoldId}, org_id, account_id, asset, amount, 'pending', expires_at, created_at from payments where id = ${legacy.id}`)
+    await app.kassa.runtime.db.execute(sql`update payments set hold_id = ${legacyHoldId} where id = ${legacy.id}`)
+
+    const second = await restart()
+    try {
+      const pending = second.kassa.runtime.ledger.pendingHolds
+      expect({ owner: pending.get(recorded.holdId)?.ownerId, amount: pending.get(recorded.holdId)?.amountMinor }).toEqual({ owner: recorded.id, amount: 4_000_000n })
+      expect(pending.get(legacyHoldId)?.ownerId).toBe(legacy.id)
+
+      expect((await second.call('POST', `/v1/payments/${recorded.id}/capture`, {})).body.state).toBe('captured')
+      expect((await second.call('POST', `/v1/payments/${legacy.id}/capture`, { amount: '1' })).body.state).toBe('captured')
+      await second.kassa.runtime.ledger.drain()
+      expect((await second.call('GET', `/v1/holds/${recorded.holdId}`)).body).toMatchObject({ state: 'captured', capturedAmount: '4.000000' })
+      // The old hold's own row moves with it.
+      const [row] = await queryRows<{ state: string; captured_amount: string }>(second.kassa.runtime.db, sql`select state, captured_amount::text from holds where id = ${legacyHoldId}`)
+      expect(row).toEqual({ state: 'captured', captured_amount: '1000000' })
+      expect((await second.call('GET', `/v1/holds/${legacyHoldId}`)).body).toMatchObject({ state: 'captured', capturedAmount: '1.000000' })
+      const report = await second.kassa.app.handle(new Request('http://kassa.test/ops/v1/ledger/verify', { headers: { authorization: `Bearer ${app.config.operatorToken}` } }))
+      expect(((await report.json()) as { ok: boolean; problems: unknown[] }).problems).toEqual([])
+    } finally {
+      for (const stop of second.kassa.runtime.stoppers.splice(0)) await stop()
+    }
+  })
+})
