@@ -50,7 +50,10 @@ export const Payment = t.Object(
     asset: t.String(),
     amount: t.String({ description: 'The authorized (or declined) amount' }),
     capturedAmount: t.Union([DecimalAmount, t.Null()]),
-    holdId: t.Union([t.String(), t.Null()], { description: 'The hold reserving the amount while authorized' }),
+    holdId: t.Union([t.String(), t.Null()], {
+      description:
+        "The hold reserving the amount while authorized. `GET /v1/holds/{holdId}` shows it in every state (pending, then captured, released or expired with the payment); only the payment's own capture and void move it.",
+    }),
     merchant: t.Union([t.Object({ name: t.String(), mcc: t.Union([t.String(), t.Null()]) }), t.Null()]),
     description: t.Union([t.String(), t.Null()]),
     expiresAt: t.Union([t.String({ format: 'date-time' }), t.Null()], { description: 'When an uncaptured authorization lapses, on the organization\'s clock' }),
