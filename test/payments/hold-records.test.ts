@@ -1,10 +1,8 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { sql } from 'drizzle-orm'
 import { queryRows } from '../../db/client.ts'
-import { createApp, type Kassa } from '../../server/app.ts'
-import { configForTests } from '../../server/config.ts'
 import { expireDueHolds } from '../../server/modules/holds/service.ts'
-import { startTestApp, type TestApp } from '../support/app.ts'
+import { callApp, restartOnSameDatabase, startTestApp, type TestApp } from '../support/app.ts'
 import { expectVerified, ledgerFixture, type LedgerFixture } from '../ledger/support.ts'
 
 let app: TestApp
@@ -27,20 +25,6 @@ async function holdRowCount(): Promise<number> {
   await app.kassa.runtime.ledger.drain()
   const [row] = await queryRows<{ count: string }>(app.kassa.runtime.db, sql`select count(*) as count from holds`)
   return Number(row!.count)
-}
-
-/** A second instance on the same database, the first one's loops stopped (its sweeper included). */
-async function restart(): Promise<{ kassa: Kassa; call: (method: string, path: string, body?: unknown) => Promise<{ status: number; body: any }> }> {
-  await app.kassa.runtime.ledger.drain()
-  for (const stop of app.kassa.runtime.stoppers.splice(0)) await stop()
-  const kassa = await createApp(configForTests({ databaseUrl: app.config.databaseUrl }), { database: await app.database.open() })
-  const call = async (method: string, path: string, body?: unknown) => {
-    const response = await kassa.app.handle(
-      new Request(`http://kassa.test${path}`, { method, headers: { authorization: `Bearer ${fx.org.testKey}`, 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) }),
-    )
-    return { status: response.status, body: (await response.json()) as any }
-  }
-  return { kassa, call }
 }
 
 describe("an authorization's hold is recorded by its payment's row", () => {
@@ -100,7 +84,8 @@ describe("an authorization's hold is recorded by its payment's row", () => {
       select ${legacyHoldId}, org_id, account_id, asset, amount, 'pending', expires_at, created_at from payments where id = ${legacy.id}`)
     await app.kassa.runtime.db.execute(sql`update payments set hold_id = ${legacyHoldId} where id = ${legacy.id}`)
 
-    const second = await restart()
+    const kassa = await restartOnSameDatabase(app)
+    const second = { kassa, call: (method: string, path: string, body?: unknown) => callApp(kassa, method, path, { key: fx.org.testKey, body }) }
     try {
       const pending = second.kassa.runtime.ledger.pendingHolds
       expect({ owner: pending.get(recorded.holdId)?.ownerId, amount: pending.get(recorded.holdId)?.amountMinor }).toEqual({ owner: recorded.id, amount: 4_000_000n })
@@ -114,8 +99,8 @@ describe("an authorization's hold is recorded by its payment's row", () => {
       const [row] = await queryRows<{ state: string; captured_amount: string }>(second.kassa.runtime.db, sql`select state, captured_amount::text from holds where id = ${legacyHoldId}`)
       expect(row).toEqual({ state: 'captured', captured_amount: '1000000' })
       expect((await second.call('GET', `/v1/holds/${legacyHoldId}`)).body).toMatchObject({ state: 'captured', capturedAmount: '1.000000' })
-      const report = await second.kassa.app.handle(new Request('http://kassa.test/ops/v1/ledger/verify', { headers: { authorization: `Bearer ${app.config.operatorToken}` } }))
-      expect(((await report.json()) as { ok: boolean; problems: unknown[] }).problems).toEqual([])
+      const report = await callApp(kassa, 'GET', '/ops/v1/ledger/verify', { headers: { authorization: `Bearer ${app.config.operatorToken}` } })
+      expect(report.body.problems).toEqual([])
     } finally {
       for (const stop of second.kassa.runtime.stoppers.splice(0)) await stop()
     }

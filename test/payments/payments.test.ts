@@ -2,8 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { Value } from '@sinclair/typebox/value'
 import { sql } from 'drizzle-orm'
 import { queryRows, type Database } from '../../db/client.ts'
-import { createApp, type Kassa } from '../../server/app.ts'
-import { configForTests } from '../../server/config.ts'
+import type { Kassa } from '../../server/app.ts'
 import { SYSTEM_ACCOUNTS } from '../../server/ledger/hot-balances.ts'
 import { expireDueHolds } from '../../server/modules/holds/service.ts'
 import { Payment } from '../../server/modules/payments/model.ts'
@@ -13,7 +12,7 @@ import { newId } from '../../server/lib/ids.ts'
 import { DeclineRecorder } from '../../server/modules/payments/repo.ts'
 import { inlineRecord } from '../../server/platform/idempotency.ts'
 import { AUTHORIZATION_ANSWER_MARGIN_MS, AUTHORIZATION_BUDGET_MS, AUTHORIZATION_P99_MS, configurePayments, DECLINE_RECORD_LAG_MAX_MS, declineRecorderOf } from '../../server/modules/payments/service.ts'
-import { startTestApp, type TestApp, type TestResponse } from '../support/app.ts'
+import { callApp, restartOnSameDatabase, startTestApp, type TestApp, type TestResponse } from '../support/app.ts'
 import { holdCalls, stallWriter as stallLedgerWriter } from '../support/writer.ts'
 import { expectVerified, ledgerFixture, ledgerState, type LedgerFixture } from '../ledger/support.ts'
 
@@ -711,16 +710,9 @@ describe('expiry', () => {
 
   test('expires on time after a restart on the same database', async () => {
     const payment = (await authorize('7')).body
-    await app.kassa.runtime.ledger.drain()
-    // Stop the first instance's loops (its sweeper included); the second instance owns expiry now.
-    for (const stop of app.kassa.runtime.stoppers.splice(0)) await stop()
-    const second: Kassa = await createApp(configForTests({ databaseUrl: app.config.databaseUrl }), { database: await app.database.open() })
-    const call = async (method: string, path: string, body?: unknown) => {
-      const response = await second.app.handle(
-        new Request(`http://kassa.test${path}`, { method, headers: { authorization: `Bearer ${fx.org.testKey}`, 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) }),
-      )
-      return { status: response.status, body: (await response.json()) as any }
-    }
+    // The second instance owns expiry now (the first one's sweeper is stopped).
+    const second: Kassa = await restartOnSameDatabase(app)
+    const call = (method: string, path: string, body?: unknown) => callApp(second, method, path, { key: fx.org.testKey, body })
     try {
       expect(second.runtime.ledger.pendingHolds.get(payment.holdId)?.ownerId).toBe(payment.id)
       expect((await call('POST', '/v1/sandbox/clock/advance', { seconds: 24 * 3600 })).status).toBe(200)

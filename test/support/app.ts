@@ -36,6 +36,37 @@ export interface TestOrg {
   publishableKeyId: string
 }
 
+/** Sends a request to an app through `app.handle`; a JSON body is serialized and the answer parsed. */
+export async function callApp(kassa: Kassa, method: string, path: string, options: CallOptions = {}): Promise<TestResponse> {
+  const headers = new Headers(options.headers)
+  if (options.key !== undefined) headers.set('authorization', `Bearer ${options.key}`)
+  let body: string | undefined = options.rawBody
+  if (options.body !== undefined) {
+    body = JSON.stringify(options.body)
+    if (!headers.has('content-type')) headers.set('content-type', 'application/json')
+  }
+  const response = await kassa.app.handle(new Request(`http://kassa.test${path}`, { method, headers, body }))
+  const text = await response.text()
+  let parsed: unknown = text
+  try {
+    parsed = text === '' ? undefined : JSON.parse(text)
+  } catch {
+    // Not JSON (an HTML page); the raw text is the body.
+  }
+  return { status: response.status, headers: response.headers, body: parsed }
+}
+
+/**
+ * A second instance on the test app's database, as after a restart: the first instance's loops
+ * (its sweepers included) are stopped first, so the second owns them. The caller stops the second's
+ * loops (`kassa.runtime.stoppers`) when done.
+ */
+export async function restartOnSameDatabase(app: TestApp): Promise<Kassa> {
+  await app.kassa.runtime.ledger.drain()
+  for (const stop of app.kassa.runtime.stoppers.splice(0)) await stop()
+  return createApp(configForTests({ databaseUrl: app.config.databaseUrl }), { database: await app.database.open() })
+}
+
 /** `runtimeOptions` can pin the wall clock (`wallClockMs`) for tests of time windows. */
 export async function startTestApp(overrides: Partial<Config> = {}, runtimeOptions: Omit<RuntimeOptions, 'database'> = {}): Promise<TestApp> {
   const database = await createTestDatabase()
@@ -43,25 +74,7 @@ export async function startTestApp(overrides: Partial<Config> = {}, runtimeOptio
   const handle = await database.open()
   const kassa = await createApp(config, { ...runtimeOptions, database: handle })
 
-  async function call(method: string, path: string, options: CallOptions = {}): Promise<TestResponse> {
-    const headers = new Headers(options.headers)
-    if (options.key !== undefined) headers.set('authorization', `Bearer ${options.key}`)
-    let body: string | undefined = options.rawBody
-    if (options.body !== undefined) {
-      body = JSON.stringify(options.body)
-      if (!headers.has('content-type')) headers.set('content-type', 'application/json')
-    }
-    const response = await kassa.app.handle(new Request(`http://kassa.test${path}`, { method, headers, body }))
-    const text = await response.text()
-    let parsed: unknown = text
-    try {
-      parsed = text === '' ? undefined : JSON.parse(text)
-    } catch {
-      // Not JSON (an HTML page); the raw text is the body.
-    }
-    return { status: response.status, headers: response.headers, body: parsed }
-  }
-
+  const call = (method: string, path: string, options: CallOptions = {}) => callApp(kassa, method, path, options)
   const ops = (method: string, path: string, body?: unknown) =>
     call(method, path, { body, headers: { authorization: `Bearer ${config.operatorToken}` } })
 
