@@ -16,8 +16,15 @@ export function ownedHoldId(ownerId: string): string {
   return `hold_${ownerId.slice(ownerId.indexOf('_') + 1)}`
 }
 
+/** The owner id (`<ownerKind>_X`) whose row would record `holdId` (`hold_X`) by `ownedHoldId`'s rule; undefined for an id not of that form. */
+export function ownerOfHoldId(holdId: string, ownerKind: string): string | undefined {
+  if (!holdId.startsWith('hold_')) return undefined
+  const ownerId = `${ownerKind}_${holdId.slice('hold_'.length)}`
+  return ownedHoldId(ownerId) === holdId ? ownerId : undefined
+}
+
 /** False for a hold whose owner's row is its record (see `ownedHoldId`). */
-export function keepsOwnRow(hold: PendingHold): boolean {
+function keepsOwnRow(hold: PendingHold): boolean {
   return hold.ownerId === undefined || hold.id !== ownedHoldId(hold.ownerId)
 }
 

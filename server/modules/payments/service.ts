@@ -13,7 +13,7 @@ import type { Runtime } from '../../runtime.ts'
 import { findAsset, type AssetInfo } from '../assets/catalog.ts'
 import { holdRow, onHoldExpiry } from '../holds/service.ts'
 import type { HoldRecord } from '../holds/repo.ts'
-import { closingHooks, holdRowsToWrite, onOwnedHoldLookup, ownedHoldId, takePendingHold } from '../holds/state.ts'
+import { closingHooks, holdRowsToWrite, onOwnedHoldLookup, ownedHoldId, ownerOfHoldId, takePendingHold } from '../holds/state.ts'
 import { assertWithinLimits } from '../transfers/fees.ts'
 import type { AuthorizePaymentInput, CapturePaymentInput, FailureCode, PaymentView } from './model.ts'
 import * as repo from './repo.ts'
@@ -194,8 +194,9 @@ const HOLD_STATE_OF_PAYMENT: Record<PaymentRow['state'], HoldRecord['state']> = 
 
 /** The hold a payment's row records (see `ownedHoldId`), as a row of `holds` would say it. */
 async function paymentHold(runtime: Runtime, orgId: string, holdId: string): Promise<HoldRecord | undefined> {
-  if (!holdId.startsWith('hold_')) return undefined
-  const payment = await repo.findPayment(runtime.db, orgId, `pay_${holdId.slice('hold_'.length)}`)
+  const paymentId = ownerOfHoldId(holdId, 'pay')
+  if (paymentId === undefined) return undefined
+  const payment = await repo.findPayment(runtime.db, orgId, paymentId)
   if (payment === undefined || payment.holdId !== holdId || payment.amount === null || payment.expiresAt === null) return undefined
   const state = HOLD_STATE_OF_PAYMENT[payment.state]
   return {
