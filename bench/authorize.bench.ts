@@ -146,6 +146,13 @@ interface LoadFigures {
    */
   queued: { count: number; over1Ms: number; over3Ms: number; p99AtMostMs: number | null }
   /**
+   * Ledger operations committed during the run, from entering the writer's queue to their batch's
+   * commit (the queue wait plus the commit, per operation): the bucket bounds their p50 and p99 fell
+   * under and how many took longer than 3 ms. A large, slow batch counts once per operation it
+   * carries, where `commits` counts it once.
+   */
+  durable: { count: number; over3Ms: number; p50AtMostMs: number | null; p99AtMostMs: number | null }
+  /**
    * The server's own view of its authorizations during the run (`GET /ops/v1/payments/stats`): from
    * each one's arrival to its answer, the bucket bounds its p50 and p99 fell under and how many took
    * longer than 3 ms. The rest of a caller's latency is the kernel's queues and the caller itself.
@@ -266,6 +273,7 @@ interface WriterStats {
   eventLoopLagMs: number
   commitLatencyMs: HistogramSnapshot
   queueWaitMs: HistogramSnapshot
+  durableMs: HistogramSnapshot
 }
 
 async function writerStats(base: string): Promise<WriterStats> {
@@ -290,6 +298,7 @@ function summarize(mode: string, groupCommit: boolean, recorder: Recorder, elaps
   const operations = extra.after.committedOperations - extra.before.committedOperations
   const commits = histogramBetween(extra.before.commitLatencyMs, extra.after.commitLatencyMs)
   const queued = histogramBetween(extra.before.queueWaitMs, extra.after.queueWaitMs)
+  const durable = histogramBetween(extra.before.durableMs, extra.after.durableMs)
   const served = histogramBetween(extra.before.answerLatencyMs, extra.after.answerLatencyMs)
   return {
     mode,
@@ -312,6 +321,7 @@ function summarize(mode: string, groupCommit: boolean, recorder: Recorder, elaps
     operationsPerTransaction: batches === 0 ? 0 : round2(operations / batches),
     commits: { count: commits.count, over3Ms: countAbove(commits, 3), over20Ms: countAbove(commits, 20), p99AtMostMs: quantileBound(commits, 0.99) },
     queued: { count: queued.count, over1Ms: countAbove(queued, 1), over3Ms: countAbove(queued, 3), p99AtMostMs: quantileBound(queued, 0.99) },
+    durable: { count: durable.count, over3Ms: countAbove(durable, 3), p50AtMostMs: quantileBound(durable, 0.5), p99AtMostMs: quantileBound(durable, 0.99) },
     served: { count: served.count, over3Ms: countAbove(served, 3), p50AtMostMs: quantileBound(served, 0.5), p99AtMostMs: quantileBound(served, 0.99) },
     cpu: cpuPerOperation(extra.cpuBefore, extra.cpuAfter, sorted.length),
     postgres: {
@@ -485,7 +495,7 @@ async function httpRuns(groupCommit: boolean): Promise<LoadFigures[]> {
     const figures: LoadFigures[] = []
     const print = (result: LoadFigures) => {
       console.log(
-        `${groupCommit ? 'group commit on ' : 'group commit off'} | ${result.mode.padEnd(32)} | ${String(result.throughputPerSecond).padStart(6)}/s approved | p50 ${result.p50Ms} ms | p99 ${result.p99Ms} ms${result.p99FromSendMs === undefined ? '' : ` (from send ${result.p99FromSendMs} ms)`} | max ${result.maxMs} ms | >${BUDGET_MS} ms: ${result.overBudget} (approved ${result.approvedOverBudget}) | declined ${result.declined} | errors ${result.errors} | ${result.operationsPerTransaction} ops/tx${result.serverLagMaxMs === undefined ? '' : ` | server loop lag max ${result.serverLagMaxMs} ms | generator sent late by up to ${result.generatorLateMaxMs} ms`} | commits ${result.commits.count}, >3 ms ${result.commits.over3Ms}, >20 ms ${result.commits.over20Ms}, p99 <= ${result.commits.p99AtMostMs ?? '>1000'} ms | queued >1 ms ${result.queued.over1Ms}, >3 ms ${result.queued.over3Ms} of ${result.queued.count} | in the server: p50 <= ${result.served.p50AtMostMs ?? '>1000'} ms, p99 <= ${result.served.p99AtMostMs ?? '>1000'} ms, >3 ms ${result.served.over3Ms} | CPU per answer: generator ${result.cpu.generatorUs} µs, server ${result.cpu.serverUs} µs (main thread ${result.cpu.serverMainUs}), Postgres ${result.cpu.postgresUs} µs, machine ${result.cpu.machineBusyPercent}% busy, ${result.cpu.machineStolenMs} ms stolen by the host, at this cost every core busy gives at most ${result.cpu.allCoresCeilingPerSecond}/s | Postgres: ${result.postgres.checkpoints} checkpoints begun (syncs ${result.postgres.checkpointSyncMs} ms), WAL ${result.postgres.walKbPerAnswer} KB per answer${result.errors > 0 ? ` | ${JSON.stringify(result.errorKinds)}` : ''}`,
+        `${groupCommit ? 'group commit on ' : 'group commit off'} | ${result.mode.padEnd(32)} | ${String(result.throughputPerSecond).padStart(6)}/s approved | p50 ${result.p50Ms} ms | p99 ${result.p99Ms} ms${result.p99FromSendMs === undefined ? '' : ` (from send ${result.p99FromSendMs} ms)`} | max ${result.maxMs} ms | >${BUDGET_MS} ms: ${result.overBudget} (approved ${result.approvedOverBudget}) | declined ${result.declined} | errors ${result.errors} | ${result.operationsPerTransaction} ops/tx${result.serverLagMaxMs === undefined ? '' : ` | server loop lag max ${result.serverLagMaxMs} ms | generator sent late by up to ${result.generatorLateMaxMs} ms`} | commits ${result.commits.count}, >3 ms ${result.commits.over3Ms}, >20 ms ${result.commits.over20Ms}, p99 <= ${result.commits.p99AtMostMs ?? '>1000'} ms | queued >1 ms ${result.queued.over1Ms}, >3 ms ${result.queued.over3Ms} of ${result.queued.count} | queued to durable: p50 <= ${result.durable.p50AtMostMs ?? '>1000'} ms, p99 <= ${result.durable.p99AtMostMs ?? '>1000'} ms, >3 ms ${result.durable.over3Ms} | in the server: p50 <= ${result.served.p50AtMostMs ?? '>1000'} ms, p99 <= ${result.served.p99AtMostMs ?? '>1000'} ms, >3 ms ${result.served.over3Ms} | CPU per answer: generator ${result.cpu.generatorUs} µs, server ${result.cpu.serverUs} µs (main thread ${result.cpu.serverMainUs}), Postgres ${result.cpu.postgresUs} µs, machine ${result.cpu.machineBusyPercent}% busy, ${result.cpu.machineStolenMs} ms stolen by the host, at this cost every core busy gives at most ${result.cpu.allCoresCeilingPerSecond}/s | Postgres: ${result.postgres.checkpoints} checkpoints begun (syncs ${result.postgres.checkpointSyncMs} ms), WAL ${result.postgres.walKbPerAnswer} KB per answer${result.errors > 0 ? ` | ${JSON.stringify(result.errorKinds)}` : ''}`,
       )
       figures.push(result)
     }
@@ -635,11 +645,11 @@ const markdown = [
   '',
   '### The writer: waiting for the batch ahead, then the commit',
   '',
-  'Read from the server\'s histograms (`GET /ops/v1/ledger/stats`). Queued: from an operation entering the writer\'s queue to its batch being sent, which is the wait for the batch ahead of it to commit. Commit: from the server sending a batch to Postgres confirming it (the disk flush, and waiting behind the batches pipelined before it, included). An approval is durable after both, so a slow commit delays its own batch and every operation queued behind it.',
+  'Read from the server\'s histograms (`GET /ops/v1/ledger/stats`). Queued: from an operation entering the writer\'s queue to its batch being sent, which is the wait for the batch ahead of it to commit. Commit: from the server sending a batch to Postgres confirming it (the disk flush, and waiting behind the batches pipelined before it, included), counted once per batch. Durable: both together, counted once per operation, so a large, slow batch weighs as many times as it carries operations. An approval is durable after both, so a slow commit delays its own batch and every operation queued behind it.',
   '',
-  '| group commit | load | operations sent | queued > 1 ms | queued > 3 ms | queued p99 at most ms | batches committed | commit > 3 ms | commit > 20 ms | commit p99 at most ms |',
-  '|---|---|---|---|---|---|---|---|---|---|',
-  ...[...on, ...off].map((figure) => `| ${figure.groupCommit ? 'on' : 'off'} | ${figure.mode} | ${figure.queued.count} | ${figure.queued.over1Ms} | ${figure.queued.over3Ms} | ${figure.queued.p99AtMostMs ?? '> 1000'} | ${figure.commits.count} | ${figure.commits.over3Ms} | ${figure.commits.over20Ms} | ${figure.commits.p99AtMostMs ?? '> 1000'} |`),
+  '| group commit | load | operations sent | queued > 1 ms | queued > 3 ms | queued p99 at most ms | batches committed | commit > 3 ms | commit > 20 ms | commit p99 at most ms | durable > 3 ms | durable p50 at most ms | durable p99 at most ms |',
+  '|---|---|---|---|---|---|---|---|---|---|---|---|---|',
+  ...[...on, ...off].map((figure) => `| ${figure.groupCommit ? 'on' : 'off'} | ${figure.mode} | ${figure.queued.count} | ${figure.queued.over1Ms} | ${figure.queued.over3Ms} | ${figure.queued.p99AtMostMs ?? '> 1000'} | ${figure.commits.count} | ${figure.commits.over3Ms} | ${figure.commits.over20Ms} | ${figure.commits.p99AtMostMs ?? '> 1000'} | ${figure.durable.over3Ms} | ${figure.durable.p50AtMostMs ?? '> 1000'} | ${figure.durable.p99AtMostMs ?? '> 1000'} |`),
   '',
   '### Postgres during each run',
   '',

@@ -57,6 +57,7 @@ export function ledgerOpsRoutes(runtime: Runtime) {
         eventLoopLagMs: Math.round(runtime.loopLag.currentMs() * 100) / 100,
         commitLatencyMs: runtime.ledger.writer.commitLatency.snapshot(),
         queueWaitMs: runtime.ledger.writer.queueWait.snapshot(),
+        durableMs: runtime.ledger.writer.durableLatency.snapshot(),
       }),
       {
         response: t.Object({
@@ -69,6 +70,10 @@ export function ledgerOpsRoutes(runtime: Runtime) {
           queueWaitMs: histogramSchema(
             'operations sent',
             "From queueing a ledger operation to sending the batch that carries it: the wait for the batch ahead to commit. An operation's time to durable is this plus its batch's commit",
+          ),
+          durableMs: histogramSchema(
+            'operations committed',
+            'From queueing a ledger operation to the commit of the batch that carries it: what its caller waited for the ledger. Unlike commitLatencyMs, a batch counts once for each operation it carries',
           ),
         }),
         detail: doc('Group-commit writer counters of this instance', 'Operations per transaction is committedOperations / committedBatches; benchmarks read it.'),

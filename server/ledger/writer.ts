@@ -226,6 +226,12 @@ export class GroupCommitWriter {
    * reconciliation to finish. An operation's time to durable is this plus its batch's commit.
    */
   readonly queueWait = new LatencyHistogram()
+  /**
+   * From queueing an operation to its batch's commit, per committed operation: what a caller waits
+   * for the ledger. Unlike `commitLatency` (one count per batch), a large, slow batch counts once for
+   * each operation it carries, so the tail shows what callers met when batches grew.
+   */
+  readonly durableLatency = new LatencyHistogram()
   /** Commit-point checks that found memory and Postgres apart (a bug); memory took Postgres' values. */
   invariantBreaches = 0
   /** Recent batch latency and operations per millisecond (moving averages), for `expectedWaitMs`. */
@@ -458,6 +464,7 @@ export class GroupCommitWriter {
     this.committedOperations += batch.length - lost.length
     batch.forEach((item, index) => {
       if (result.lostOps.has(index)) return
+      this.durableLatency.record(now - item.queuedAt)
       item.op.committed?.()
       item.resolve()
     })

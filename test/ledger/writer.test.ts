@@ -288,5 +288,11 @@ describe('the pipelined group-commit writer', () => {
     expect(countAbove(waits, 50)).toBeGreaterThanOrEqual(1)
     expect(countAbove(waits, 50)).toBeLessThan(waits.count)
     expect(after.queueWaitMs.maxMs).toBeGreaterThanOrEqual(55)
+    // Queued to durable, per operation: every one committed is counted, and each waited for the held
+    // batch (the first inside it, the rest behind it).
+    const durable = histogramBetween(before.durableMs, after.durableMs)
+    expect(durable.count).toBe(after.committedOperations - before.committedOperations)
+    expect(countAbove(durable, 50)).toBe(durable.count)
+    expect(after.durableMs.maxMs).toBeGreaterThanOrEqual(55)
   })
 })
