@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm'
-import { index, numeric, pgTable, text, timestamp } from 'drizzle-orm/pg-core'
+import { index, numeric, pgTable, primaryKey, text, timestamp } from 'drizzle-orm/pg-core'
 
 const money = (name: string) => numeric(name, { precision: 38, scale: 0, mode: 'bigint' })
 const at = (name: string) => timestamp(name, { withTimezone: true, mode: 'date' })
@@ -12,7 +12,7 @@ const at = (name: string) => timestamp(name, { withTimezone: true, mode: 'date' 
 export const payments = pgTable(
   'payments',
   {
-    id: text('id').primaryKey(),
+    id: text('id').notNull(),
     orgId: text('org_id').notNull(),
     accountId: text('account_id').notNull(),
     asset: text('asset').notNull(),
@@ -31,10 +31,14 @@ export const payments = pgTable(
     createdAt: at('created_at').notNull(),
     closedAt: at('closed_at'),
   },
+  // A payment is always read within its organization: by (org, id), or an organization's payments
+  // in id order. The key (org_id, id) serves both, so no other index on the organization is kept
+  // (every authorization writes an entry into each index here). Ids stay unique across
+  // organizations by construction (`newId`: a UUIDv7's time and 74 random bits).
   // Only authorized payments are looked up by state (at start), so only they are in that index: a
   // decline, capture, void or expiry writes no entry into it.
   (table) => [
-    index('payments_org_idx').on(table.orgId, table.id),
+    primaryKey({ name: 'payments_pkey', columns: [table.orgId, table.id] }),
     index('payments_account_idx').on(table.orgId, table.accountId, table.id),
     index('payments_authorized_idx').on(table.state).where(sql`${table.state} = 'authorized'`),
   ],

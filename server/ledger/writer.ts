@@ -847,7 +847,7 @@ function readResult(rows: Array<Record<string, string | null>>): BatchResult {
 /** The writer's batch statements, numbered once per combination of parts and row shapes. */
 const BATCH_TEXTS = new StatementTexts()
 const HOLD_TAIL = upsertTail('id', ['state', 'captured_amount', 'transfer_id', 'closed_at'])
-const PAYMENT_TAIL = upsertTail('id', ['state', 'failure_code', 'captured_amount', 'closed_at'])
+const PAYMENT_TAIL = upsertTail('org_id, id', ['state', 'failure_code', 'captured_amount', 'closed_at'])
 const ARRIVAL_TAIL = upsertTail('id', ['state', 'disposition', 'account_id', 'deposit_id', 'finalized_at', 'resolved_at', 'resolution_note'])
 const DEPOSIT_TAIL = upsertTail('id', ['state', 'received_amount', 'amount_match', 'arrival_id', 'tx_hash', 'arrived_at', 'completed_at'])
 

@@ -49,13 +49,18 @@ export async function authorizedPaymentHolds(executor: Executor): Promise<Author
     .where(eq(payments.state, 'authorized'))
 }
 
-/** Those of `ids` that are authorized payments, whole (the expiry sweep's read, at most its batch). */
-export async function authorizedPaymentsByIds(executor: Executor, ids: readonly string[]): Promise<PaymentRecord[]> {
-  if (ids.length === 0) return []
-  return executor
+/**
+ * Those of `keys` that are authorized payments, whole (the expiry sweep's read, at most its batch).
+ * Read through the key (org_id, id): both lists bound it, and only the exact pairs asked for are kept.
+ */
+export async function authorizedPaymentsByKeys(executor: Executor, keys: ReadonlyArray<{ orgId: string; id: string }>): Promise<PaymentRecord[]> {
+  if (keys.length === 0) return []
+  const wanted = new Set(keys.map((key) => `${key.orgId}\u0000${key.id}`))
+  const rows = await executor
     .select()
     .from(payments)
-    .where(and(inArray(payments.id, [...ids]), eq(payments.state, 'authorized')))
+    .where(and(inArray(payments.orgId, [...new Set(keys.map((key) => key.orgId))]), inArray(payments.id, keys.map((key) => key.id)), eq(payments.state, 'authorized')))
+  return rows.filter((row) => wanted.has(`${row.orgId}\u0000${row.id}`))
 }
 
 /** A decline moves no money, so it skips the ledger: its row and event commit together here. */
@@ -201,7 +206,7 @@ export class DeclineRecorder {
   }
 }
 
-const PAYMENT_UPSERT = upsertTail('id', ['state', 'failure_code', 'closed_at'])
+const PAYMENT_UPSERT = upsertTail('org_id, id', ['state', 'failure_code', 'closed_at'])
 
 /**
  * A batch of declines as one statement that commits by itself, as the ledger writer writes its

@@ -158,7 +158,7 @@ export async function startPayments(runtime: Runtime): Promise<void> {
   }
   onOwnedHoldLookup(runtime, (orgId, holdId) => paymentHold(runtime, orgId, holdId))
   onHoldExpiry(runtime, async (holds) => {
-    const rows = await repo.authorizedPaymentsByIds(runtime.db, holds.map((hold) => hold.ownerId!))
+    const rows = await repo.authorizedPaymentsByKeys(runtime.db, holds.map((hold) => ({ orgId: hold.orgId, id: hold.ownerId! })))
     const byId = new Map(rows.map((row) => [row.id, row]))
     const externalIds = new Map<string, string | null>()
     for (const row of rows) if (!externalIds.has(row.accountId)) externalIds.set(row.accountId, (await runtime.ledger.accounts.find(row.accountId))?.externalId ?? null)
