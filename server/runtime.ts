@@ -72,6 +72,7 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
     writerDb: database.writer,
     // PGlite runs in process: nothing to overlap.
     pipelineDepth: database.kind === 'postgres' ? config.ledgerPipelineDepth : 1,
+    pipelineMinOperations: config.ledgerPipelineMinOperations,
   })
   const addresses = new AddressDeriver(hexToBytes(config.depositKeySeedHex))
   const runtime: Runtime = {

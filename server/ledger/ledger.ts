@@ -37,6 +37,8 @@ export interface LedgerOptions {
   writerDb?: Database
   /** Batches in flight at once (see `WriterOptions.pipelineDepth`); 1 when not given. */
   pipelineDepth?: number
+  /** Operations a batch sent behind another must carry (see `WriterOptions.pipelineMinOperations`); 1 when not given. */
+  pipelineMinOperations?: number
   policies?: Readonly<Record<AssetCode, AssetPolicy>>
 }
 
@@ -63,6 +65,7 @@ export class Ledger {
       groupCommit: options.groupCommit,
       batchMax: options.batchMax ?? DEFAULT_BATCH_MAX,
       pipelineDepth: options.pipelineDepth ?? 1,
+      pipelineMinOperations: options.pipelineMinOperations ?? 1,
     })
     this.policies = options.policies ?? DEFAULT_ASSET_POLICIES
   }

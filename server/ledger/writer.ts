@@ -132,6 +132,15 @@ export interface WriterOptions {
    * while the previous one executes and flushes. 1 for PGlite, which runs in process.
    */
   pipelineDepth: number
+  /**
+   * A batch goes out while another is in flight only once at least this many operations wait for
+   * it; fewer wait for the batch ahead to commit and go together. Pipelining lets Postgres start the
+   * next batch while the server is still busy elsewhere (its one thread reads the answer only between
+   * requests), but a small batch pays the statement's fixed cost for few operations: sent as soon as
+   * anything waited, pipelined batches shrank to about a dozen operations and cost more CPU than they
+   * saved. A batch with nothing in flight ahead of it is sent at once, whatever its size.
+   */
+  pipelineMinOperations: number
 }
 
 /** The writer's order guard, the batch statement's inputs besides the rows. */
@@ -362,6 +371,7 @@ export class GroupCommitWriter {
           break
         }
         if (this.inFlight.length >= this.options.pipelineDepth) break
+        if (this.inFlight.length > 0 && this.waiting.size < this.options.pipelineMinOperations) break
         const batch = this.takeBatch(false)
         if (batch.length > 0) this.send(batch)
       }

@@ -8,6 +8,7 @@ import { ApiError } from '../../server/lib/errors.ts'
 import { newId } from '../../server/lib/ids.ts'
 import { countAbove, histogramBetween } from '../../server/lib/histogram.ts'
 import { startTestApp, type TestApp } from '../support/app.ts'
+import { onPostgres } from '../support/db.ts'
 import { stallWriter } from '../support/writer.ts'
 import { expectVerified, ledgerFixture, type LedgerFixture } from './support.ts'
 
@@ -294,5 +295,56 @@ describe('the pipelined group-commit writer', () => {
     expect(durable.count).toBe(after.committedOperations - before.committedOperations)
     expect(countAbove(durable, 50)).toBe(durable.count)
     expect(after.durableMs.maxMs).toBeGreaterThanOrEqual(55)
+  })
+})
+
+// Needs DATABASE_URL: on PGlite the writer sends one batch at a time.
+describe('pipelining only batches worth their fixed cost', () => {
+  let minApp: TestApp
+  let minFx: LedgerFixture
+
+  beforeAll(async () => {
+    if (!onPostgres) return
+    minApp = await startTestApp({ ledgerPipelineDepth: 2, ledgerPipelineMinOperations: 3 })
+    minFx = await ledgerFixture(minApp, 'Pipeline Minimum Org')
+  })
+  afterAll(async () => {
+    await minApp?.close()
+  })
+
+  test.skipIf(!onPostgres)('behind a batch in flight, fewer operations than the minimum wait for it; the minimum reached, they go out as one more batch', async () => {
+    const minWriter = minApp.kassa.runtime.ledger.writer
+    const minLedger = minApp.kassa.runtime.ledger
+    const account = await minFx.mint('pipeline-minimum')
+    const op = () => ({ ...credit(account, 1_000_000n), orgId: minFx.org.id, events: [eventRow(minFx.org.id, 'account.funded', { accountId: account }, new Date())] })
+    const before = minWriter.committedBatches
+    const release = stallWriter(minWriter)
+    const commits = [minLedger.submit(op())]
+    expect(minWriter.inFlightCount()).toBe(1)
+    // Two waiting: below the minimum of three, they wait for the batch ahead.
+    commits.push(minLedger.submit(op()), minLedger.submit(op()))
+    expect(minWriter.inFlightCount()).toBe(1)
+    expect(minWriter.pendingCount()).toBe(2)
+    // The third reaches it: the three go out together, pipelined behind the first.
+    commits.push(minLedger.submit(op()))
+    expect(minWriter.inFlightCount()).toBe(2)
+    expect(minWriter.pendingCount()).toBe(0)
+    release()
+    await Promise.all(commits)
+    expect(minWriter.committedBatches - before).toBe(2)
+    expect(minWriter.committedOperations).toBeGreaterThanOrEqual(4)
+    expect(await minFx.balance(account)).toMatchObject({ available: '4.000000', total: '4.000000' })
+    await expectVerified(minApp)
+  })
+
+  test.skipIf(!onPostgres)('with nothing in flight, a lone operation is sent at once', async () => {
+    const minWriter = minApp.kassa.runtime.ledger.writer
+    const account = await minFx.mint('pipeline-lone')
+    const release = stallWriter(minWriter)
+    const commit = minApp.kassa.runtime.ledger.submit({ ...credit(account, 1_000_000n), orgId: minFx.org.id, events: [eventRow(minFx.org.id, 'account.funded', { accountId: account }, new Date())] })
+    expect(minWriter.inFlightCount()).toBe(1)
+    expect(minWriter.pendingCount()).toBe(0)
+    release()
+    await commit
   })
 })

@@ -26,6 +26,8 @@ describe('loadConfig', () => {
       rateLimitStore: 'memory',
       bodyLimitBytes: 256 * 1024,
       allowLoopbackWebhooks: false,
+      ledgerPipelineDepth: 2,
+      ledgerPipelineMinOperations: 32,
     })
     expect(config.dataDir).toBe(resolve('.data'))
   })
@@ -41,6 +43,8 @@ describe('loadConfig', () => {
       BODY_LIMIT_BYTES: '4096',
       GROUP_COMMIT: 'false',
       DATABASE_POOL_MAX: '20',
+      LEDGER_PIPELINE_DEPTH: '3',
+      LEDGER_PIPELINE_MIN_OPERATIONS: '8',
       LOG_REQUESTS: 'yes',
       DEPOSIT_KEY_SEED: 'C0'.repeat(32),
     })
@@ -54,6 +58,8 @@ describe('loadConfig', () => {
       bodyLimitBytes: 4096,
       groupCommit: false,
       databasePoolMax: 20,
+      ledgerPipelineDepth: 3,
+      ledgerPipelineMinOperations: 8,
       logRequests: true,
       depositKeySeedHex: 'c0'.repeat(32),
     })
