@@ -249,6 +249,8 @@ export class GroupCommitWriter {
   private lastAnsweredAt = 0
   /** When the last batch failed, if none has committed since (`performance.now()`), else 0. */
   private failedAt = 0
+  /** Memory is being read back from Postgres after a failed batch: nothing is sent until it ends. */
+  private reconciling = false
 
   constructor(
     private readonly db: Database,
@@ -297,7 +299,8 @@ export class GroupCommitWriter {
   /**
    * False while the database is known to be failing or stuck, when nothing could commit in time:
    * right after a batch failed (the database refused or went away) until FAIL_FAST_MS later or a
-   * batch commits, and while a batch has been in flight far longer than batches take (a stalled
+   * batch commits, until memory has been read back from Postgres after it (again FAIL_FAST_MS more
+   * if that read fails too), and while a batch has been in flight far longer than batches take (a stalled
    * connection, or one being re-established, where the driver retries instead of failing). Callers
    * with a deadline then answer at once instead of spending their budget; the writer keeps taking
    * operations, so it finds out by itself when the database is back.
@@ -305,6 +308,9 @@ export class GroupCommitWriter {
   healthy(): boolean {
     const now = performance.now()
     if (this.failedAt !== 0 && now - this.failedAt < FAIL_FAST_MS) return false
+    // After a failed batch nothing is sent before memory has been read back from Postgres, and
+    // while the database refuses, that read waits on the driver's reconnects.
+    if (this.recovering !== undefined || this.reconciling) return false
     const oldest = this.inFlight[0]
     // Far longer than batches take here: the floor, or many times the recent batch latency on a
     // slow machine.
@@ -749,10 +755,15 @@ union all select 'refused', kassa_refuse('ledger writer: batch ' || (select j ->
     const touched = this.recovering
     this.recovering = undefined
     if (touched !== undefined) {
+      this.reconciling = true
       try {
         await this.readBack(touched)
       } catch (error) {
+        // The database failed again: callers with a deadline keep answering at once for a while.
+        this.failedAt = performance.now()
         logFailure('ledger.read-back', 'ledger: could not read balances back after a failed commit; memory keeps the undone values', error)
+      } finally {
+        this.reconciling = false
       }
     }
     for (const request of this.resyncs.splice(0)) await this.readBack(request.touched).then(request.resolve, request.reject)

@@ -209,6 +209,43 @@ describe('the pipelined group-commit writer', () => {
     expect(await fx.balance(account)).toMatchObject({ available: '3.000000' })
   })
 
+  test('after a failed batch the writer stays unhealthy while memory is read back from Postgres, and for a while after that read fails too', async () => {
+    const account = await fx.mint('read-back')
+    const internals = writer() as unknown as { readBack(touched: unknown): Promise<void> }
+    const realReadBack = internals.readBack
+    // The read-back waits (as on a database that refuses, where the driver backs off between its
+    // reconnects) and then fails.
+    let failReadBack!: () => void
+    const readBackHeld = new Promise<void>((resolve) => (failReadBack = resolve))
+    let readBackStarted!: () => void
+    const started = new Promise<void>((resolve) => (readBackStarted = resolve))
+    internals.readBack = async () => {
+      readBackStarted()
+      await readBackHeld
+      throw new Error('connect ECONNREFUSED')
+    }
+    try {
+      const taken = eventRow(fx.org.id, 'account.funded', { accountId: account }, new Date())
+      await ledger().submit(credit(account, 1_000_000n, { events: [taken] }))
+      expect((await settled(ledger().submit(credit(account, 1_000_000n, { events: [{ ...taken }] })))).ok).toBe(false)
+      await started
+      // Longer than the fail-fast window after the failed batch: still unhealthy, the read-back is under way.
+      await Bun.sleep(300)
+      expect(writer().healthy()).toBe(false)
+      expect(writer().expectedWaitMs()).toBe(Number.POSITIVE_INFINITY)
+      failReadBack()
+      await Bun.sleep(20)
+      // The read failed: the database is failing again, callers keep answering at once.
+      expect(writer().healthy()).toBe(false)
+    } finally {
+      internals.readBack = realReadBack
+    }
+    // A commit shows the database is back.
+    await ledger().submit(credit(account, 1_000_000n))
+    expect(writer().healthy()).toBe(true)
+    expect(await fx.balance(account)).toMatchObject({ available: '2.000000' })
+  })
+
   test('slow batches raise the expected wait while work is queued, but an idle writer expects none (admission never stays shut)', async () => {
     const account = await fx.mint('pace')
     for (let round = 0; round < 6; round++) {
