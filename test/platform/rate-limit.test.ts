@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { and, eq } from 'drizzle-orm'
 import { rateLimitCounters } from '../../db/schema/index.ts'
 import { FailOpenRateLimiter, MemoryRateLimiter, PostgresRateLimiter, RATE_WINDOW_MS, type RateLimiter } from '../../server/platform/rate-limit-store.ts'
 import { startTestApp, type TestApp, type TestOrg, type TestResponse } from '../support/app.ts'
@@ -269,6 +270,68 @@ describe('the shared counter', () => {
       console.error = logError
       openGate()
       await holder
+    }
+  })
+
+  test('after the cooldown no request waits to learn whether the database is back: a probe goes out in the background, and once it is answered requests use the shared counter again', async () => {
+    const db = app.kassa.runtime.db
+    const bucket = `test:${Math.random().toString(36).slice(2)}`
+    const nowMs = WINDOW_START_MS + 5_000
+    const windowStartMs = nowMs - (nowMs % RATE_WINDOW_MS)
+    let openGate!: () => void
+    const gate = new Promise<void>((resolve) => (openGate = resolve))
+    let locked!: () => void
+    const isLocked = new Promise<void>((resolve) => (locked = resolve))
+    const holder = db.transaction(async (tx) => {
+      await tx.insert(rateLimitCounters).values({ bucket, windowStartMs, count: 0 })
+      locked()
+      await gate
+    })
+    await isLocked
+    const COOLDOWN_MS = 50
+    const store = new FailOpenRateLimiter(new PostgresRateLimiter(db), COOLDOWN_MS)
+    const logError = console.error
+    let released = false
+    try {
+      console.error = () => {}
+      // The counter does not answer: the first request fails open after its wait and trips the store.
+      expect(store.failingOpen).toBe(false)
+      expect((await store.hit(bucket, 100, nowMs, { waitMs: 30 })).allowed).toBe(true)
+      expect(store.failingOpen).toBe(true)
+      await Bun.sleep(COOLDOWN_MS + 20)
+      // The cooldown is over and the counter is still held. A request that would wait ten seconds
+      // for it is answered from memory at once; its hit is the probe, out in the background.
+      const afterCooldown = store.hit(bucket, 100, nowMs, { waitMs: 10_000 })
+      const first = await Promise.race([afterCooldown, Bun.sleep(200).then(() => 'pending' as const)])
+      expect(first).not.toBe('pending')
+      expect((first as { allowed: boolean }).allowed).toBe(true)
+      // So is the next one: one probe at a time, and nothing else waits on the counter.
+      const second = await Promise.race([store.hit(bucket, 100, nowMs, { waitMs: 10_000 }), Bun.sleep(200).then(() => 'pending' as const)])
+      expect(second).not.toBe('pending')
+      expect(store.failingOpen).toBe(true)
+      openGate()
+      await holder
+      released = true
+      // The probe's hit lands once the counter is free (it waited its own 10 s at most): the store is
+      // back on the shared counter, and a request is counted there.
+      const countOf = async () => {
+        const [row] = await db.select().from(rateLimitCounters).where(and(eq(rateLimitCounters.bucket, bucket), eq(rateLimitCounters.windowStartMs, windowStartMs)))
+        return Number(row?.count ?? 0)
+      }
+      // Two positions: the first request's hit, which went on waiting after its request failed open,
+      // and the probe's. (Both requests were counted in memory too: the shared count errs on refusing.)
+      for (let attempt = 0; attempt < 200 && store.failingOpen; attempt++) await Bun.sleep(20)
+      expect(store.failingOpen).toBe(false)
+      const probed = await countOf()
+      expect(probed).toBe(2)
+      expect((await store.hit(bucket, 100, nowMs, { waitMs: 10_000 })).allowed).toBe(true)
+      expect(await countOf()).toBe(probed + 1)
+    } finally {
+      console.error = logError
+      if (!released) {
+        openGate()
+        await holder
+      }
     }
   })
 })
