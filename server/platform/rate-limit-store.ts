@@ -445,6 +445,8 @@ export class FailOpenRateLimiter implements RateLimiter {
       clearTimeout(timer)
       if (counted !== undefined) this.tripped = false
       else this.trip()
+    } catch {
+      this.trip()
     } finally {
       this.probing = false
     }
