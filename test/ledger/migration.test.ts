@@ -20,25 +20,27 @@ function migrationsUpTo(lastTag: string): string {
   return folder
 }
 
-describe('migration 0010: a movement carries its legs', () => {
-  let database: TestDatabase
-  let handle: DatabaseHandle
-  let before: string
-
+/** A test database that each test migrates itself: `before` holds the migrations up to `lastTag`. */
+function databaseBefore(lastTag: string): { database: TestDatabase; handle: DatabaseHandle; before: string } {
+  const fixture = {} as { database: TestDatabase; handle: DatabaseHandle; before: string }
   beforeAll(async () => {
-    database = await createTestDatabase()
-    handle = await database.open()
-    before = migrationsUpTo('0009_lean_indexes')
+    fixture.database = await createTestDatabase()
+    fixture.handle = await fixture.database.open()
+    fixture.before = migrationsUpTo(lastTag)
   })
-
   afterAll(async () => {
-    rmSync(before, { recursive: true, force: true })
-    await database.drop()
+    rmSync(fixture.before, { recursive: true, force: true })
+    await fixture.database.drop()
   })
+  return fixture
+}
+
+describe('migration 0010: a movement carries its legs', () => {
+  const fx = databaseBefore('0009_lean_indexes')
 
   test('carries every existing posting over into its movement, in leg order, and the ledger still verifies', async () => {
-    await runMigrations(handle, database.databaseUrl, before)
-    const db = handle.db
+    await runMigrations(fx.handle, fx.database.databaseUrl, fx.before)
+    const db = fx.handle.db
     await db.execute(sql`insert into ledger_movements (id, org_id, kind, reference, created_at) values
       ('mv_fund', 'org_a', 'sandbox_funding', 'fund_1', now()),
       ('mv_transfer', 'org_a', 'transfer', 'tr_1', now())`)
@@ -55,7 +57,7 @@ describe('migration 0010: a movement carries its legs', () => {
       ('org_a', 'acct_b', 'USDC', 'customer', 298, 0, 0, 298, now()),
       ('org_a', 'system:fees', 'USDC', 'system', 2, 0, 0, 2, now())`)
 
-    await runMigrations(handle, database.databaseUrl)
+    await runMigrations(fx.handle, fx.database.databaseUrl)
 
     const rows = await queryRows<{ id: string; accounts: string[]; buckets: string[]; assets: string[]; amounts: string[] }>(
       db,
@@ -80,30 +82,17 @@ describe('migration 0010: a movement carries its legs', () => {
 })
 
 describe('migration 0011: payments are keyed by (org_id, id)', () => {
-  let database: TestDatabase
-  let handle: DatabaseHandle
-  let before: string
-
-  beforeAll(async () => {
-    database = await createTestDatabase()
-    handle = await database.open()
-    before = migrationsUpTo('0010_movement_legs')
-  })
-
-  afterAll(async () => {
-    rmSync(before, { recursive: true, force: true })
-    await database.drop()
-  })
+  const fx = databaseBefore('0010_movement_legs')
 
   test('keeps every payment, keys them by organization and id, and reads an organization through the key alone', async () => {
-    await runMigrations(handle, database.databaseUrl, before)
-    const db = handle.db
+    await runMigrations(fx.handle, fx.database.databaseUrl, fx.before)
+    const db = fx.handle.db
     await db.execute(sql`insert into payments (id, org_id, account_id, asset, amount, requested_amount, state, hold_id, expires_at, created_at) values
       ('pay_2', 'org_a', 'acct_a', 'USDC', 125, '1.25', 'authorized', 'hold_2', now() + interval '1 day', now()),
       ('pay_1', 'org_a', 'acct_b', 'USDC', 300, '3.00', 'captured', 'hold_1', now() + interval '1 day', now()),
       ('pay_3', 'org_b', 'acct_c', 'USDT', null, '9', 'declined', null, null, now())`)
 
-    await runMigrations(handle, database.databaseUrl)
+    await runMigrations(fx.handle, fx.database.databaseUrl)
 
     const rows = await queryRows<{ id: string; org_id: string; state: string }>(db, sql`select id, org_id, state from payments order by org_id, id`)
     expect(rows).toEqual([
