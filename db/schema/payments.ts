@@ -34,7 +34,7 @@ export const payments = pgTable(
   // A payment is always read within its organization: by (org, id), or an organization's payments
   // in id order. The key (org_id, id) serves both, so no other index on the organization is kept
   // (every authorization writes an entry into each index here). Ids stay unique across
-  // organizations by construction (`newId`: a UUIDv7's time and 74 random bits).
+  // organizations by construction (`newId`: a UUIDv7, its time and random bits).
   // Only authorized payments are looked up by state (at start), so only they are in that index: a
   // decline, capture, void or expiry writes no entry into it.
   (table) => [
