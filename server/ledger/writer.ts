@@ -190,6 +190,9 @@ const FAIL_FAST_MS = 250
 /** A batch answered later than this is treated as stuck (healthy batches here take a few milliseconds, under load tens). */
 const STALLED_BATCH_MS = 150
 const STALLED_BATCH_FACTOR = 20
+/** A batch is pipelined only behind one out for at most this many times the recent batch latency, or this floor (see `worthPipelining`). */
+const PIPELINE_BEHIND_FACTOR = 2
+const PIPELINE_BEHIND_MIN_MS = 5
 
 
 /**
@@ -251,6 +254,8 @@ export class GroupCommitWriter {
   private failedAt = 0
   /** Memory is being read back from Postgres after a failed batch: nothing is sent until it ends. */
   private reconciling = false
+  /** Due when the oldest batch in flight would count as stuck (see `watchStalls`). */
+  private stallWatch: ReturnType<typeof setTimeout> | undefined
 
   constructor(
     private readonly db: Database,
@@ -312,9 +317,52 @@ export class GroupCommitWriter {
     // while the database refuses, that read waits on the driver's reconnects.
     if (this.recovering !== undefined || this.reconciling) return false
     const oldest = this.inFlight[0]
-    // Far longer than batches take here: the floor, or many times the recent batch latency on a
-    // slow machine.
-    return oldest === undefined || now - oldest.sentAt <= Math.max(STALLED_BATCH_MS, STALLED_BATCH_FACTOR * this.batchMs)
+    return oldest === undefined || now - oldest.sentAt <= this.stalledAfterMs()
+  }
+
+  /**
+   * Whether a batch may go out behind the ones in flight: enough operations wait for it
+   * (`pipelineMinOperations`), and the oldest in flight is not overdue. A batch out much longer than
+   * batches take may be stuck; what is sent behind it then only waits with it, past its callers'
+   * deadlines, where queued it could still be withdrawn (`watchStalls`).
+   */
+  private worthPipelining(): boolean {
+    if (this.waiting.size < this.options.pipelineMinOperations) return false
+    const oldest = this.inFlight[0]
+    return oldest === undefined || performance.now() - oldest.sentAt <= Math.max(PIPELINE_BEHIND_MIN_MS, PIPELINE_BEHIND_FACTOR * this.batchMs)
+  }
+
+  /** Far longer than batches take here: the floor, or many times the recent batch latency on a slow machine. */
+  private stalledAfterMs(): number {
+    return Math.max(STALLED_BATCH_MS, STALLED_BATCH_FACTOR * this.batchMs)
+  }
+
+  /**
+   * Once the oldest batch in flight has been out long enough to count as stuck, the queued
+   * operations that have a deadline (authorizations) are withdrawn at once, rather than each waiting
+   * behind the stuck batch until its own deadline: nothing queued behind it can commit before the
+   * stuck batch does. Their callers decline at once, as those arriving after the stall was noticed
+   * already do (`healthy`). Operations without a deadline stay queued. One timer, re-armed for the
+   * next oldest batch only when it fires.
+   */
+  private watchStalls(): void {
+    if (this.stallWatch !== undefined) return
+    const oldest = this.inFlight[0]
+    if (oldest === undefined) return
+    this.stallWatch = setTimeout(() => {
+      this.stallWatch = undefined
+      if (this.inFlight[0] !== oldest) {
+        this.watchStalls()
+        return
+      }
+      if (performance.now() - oldest.sentAt < this.stalledAfterMs()) {
+        // The recent pace slowed meanwhile and moved the mark: look again then.
+        this.watchStalls()
+        return
+      }
+      for (const item of this.queue) if (!item.withdrawn && item.op.deadline !== undefined) this.withdraw(item.op)
+    }, Math.max(0, oldest.sentAt + this.stalledAfterMs() - performance.now()))
+    this.stallWatch.unref?.()
   }
 
   /** Resolves when nothing is queued, in flight or being reconciled. */
@@ -377,7 +425,7 @@ export class GroupCommitWriter {
           break
         }
         if (this.inFlight.length >= this.options.pipelineDepth) break
-        if (this.inFlight.length > 0 && this.waiting.size < this.options.pipelineMinOperations) break
+        if (this.inFlight.length > 0 && !this.worthPipelining()) break
         const batch = this.takeBatch(false)
         if (batch.length > 0) this.send(batch)
       }
@@ -435,6 +483,7 @@ export class GroupCommitWriter {
     }
     this.guard = { ...this.guard, seq: flight.seq }
     this.inFlight.push(flight)
+    this.watchStalls()
     this.recordQueueWait(flight)
     this.execute(() => queryText<Record<string, string | null>>(this.writerDb, statement)).then(
       (rows) => this.answered(flight, rows, undefined),

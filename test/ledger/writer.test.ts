@@ -3,7 +3,7 @@ import { sql } from 'drizzle-orm'
 import { queryRows } from '../../db/client.ts'
 import { eventRow } from '../../server/ledger/events.ts'
 import { SYSTEM_ACCOUNTS } from '../../server/ledger/hot-balances.ts'
-import { CommitFailedError, IdempotencyKeyTaken, type LedgerOperation } from '../../server/ledger/writer.ts'
+import { CommitFailedError, IdempotencyKeyTaken, OperationWithdrawn, type LedgerOperation } from '../../server/ledger/writer.ts'
 import { ApiError } from '../../server/lib/errors.ts'
 import { newId } from '../../server/lib/ids.ts'
 import { countAbove, histogramBetween } from '../../server/lib/histogram.ts'
@@ -209,6 +209,35 @@ describe('the pipelined group-commit writer', () => {
     expect(await fx.balance(account)).toMatchObject({ available: '3.000000' })
   })
 
+  test('once the batch in flight counts as stuck, queued operations with a deadline are withdrawn at once; the rest stay queued', async () => {
+    const account = await fx.mint('stuck-watch')
+    const release = stallWriter(writer())
+    let released = false
+    try {
+      const stuck = ledger().submit(credit(account, 1_000_000n))
+      // Behind the stuck batch (on a pipeline a second batch is out too; these wait behind both).
+      const fillers = Array.from({ length: writer().pipelineDepth - 1 }, () => ledger().submit(credit(account, 1_000_000n)))
+      const deadlined = settled(ledger().submit(credit(account, 5_000_000n, { deadline: performance.now() + 10_000 })))
+      const undated = ledger().submit(credit(account, 2_000_000n))
+      expect(writer().pendingCount()).toBe(2)
+      // Long before its own deadline, the operation with one is withdrawn once the stall is noticed.
+      const outcome = await Promise.race([deadlined, Bun.sleep(2_000).then(() => 'still queued' as const)])
+      expect(outcome).not.toBe('still queued')
+      expect((outcome as { ok: boolean; error?: unknown }).ok).toBe(false)
+      expect((outcome as { error?: unknown }).error).toBeInstanceOf(OperationWithdrawn)
+      expect(writer().healthy()).toBe(false)
+      expect(writer().pendingCount()).toBe(1)
+      release()
+      released = true
+      await Promise.all([stuck, ...fillers, undated])
+    } finally {
+      if (!released) release()
+    }
+    // The withdrawn credit moved nothing: 1 for the stuck batch, 1 per filler, 2 for the undated one.
+    expect(await fx.balance(account)).toMatchObject({ available: `${1 + (writer().pipelineDepth - 1) + 2}.000000` })
+    await expectVerified(app)
+  })
+
   test('after a failed batch the writer stays unhealthy while memory is read back from Postgres, and for a while after that read fails too', async () => {
     const account = await fx.mint('read-back')
     const internals = writer() as unknown as { readBack(touched: unknown): Promise<void> }
@@ -372,6 +401,23 @@ describe('pipelining only batches worth their fixed cost', () => {
     expect(minWriter.committedOperations).toBeGreaterThanOrEqual(4)
     expect(await minFx.balance(account)).toMatchObject({ available: '4.000000', total: '4.000000' })
     await expectVerified(minApp)
+  })
+
+  test.skipIf(!onPostgres)('behind a batch out far longer than batches take, nothing more is pipelined: it may be stuck, and what waits in the queue can still be withdrawn', async () => {
+    const minWriter = minApp.kassa.runtime.ledger.writer
+    const minLedger = minApp.kassa.runtime.ledger
+    const account = await minFx.mint('pipeline-overdue')
+    const op = () => ({ ...credit(account, 1_000_000n), orgId: minFx.org.id, events: [eventRow(minFx.org.id, 'account.funded', { accountId: account }, new Date())] })
+    const release = stallWriter(minWriter)
+    const commits = [minLedger.submit(op())]
+    // Overdue (batches here take a few milliseconds), though not yet counted as stuck.
+    await Bun.sleep(130)
+    commits.push(minLedger.submit(op()), minLedger.submit(op()), minLedger.submit(op()))
+    expect(minWriter.inFlightCount()).toBe(1)
+    expect(minWriter.pendingCount()).toBe(3)
+    release()
+    await Promise.all(commits)
+    expect(await minFx.balance(account)).toMatchObject({ available: '4.000000' })
   })
 
   test.skipIf(!onPostgres)('with nothing in flight, a lone operation is sent at once', async () => {
