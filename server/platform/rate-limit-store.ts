@@ -403,12 +403,7 @@ export class FailOpenRateLimiter implements RateLimiter {
   }
 
   private async within(answer: Promise<RateDecision>, waitMs: number, bucket: string, limit: number, nowMs: number): Promise<RateDecision> {
-    let timer: ReturnType<typeof setTimeout> | undefined
-    const late = new Promise<undefined>((resolve) => {
-      timer = setTimeout(() => resolve(undefined), waitMs)
-    })
-    const counted = await Promise.race([answer.catch(() => undefined), late])
-    clearTimeout(timer)
+    const counted = await answeredWithin(answer, waitMs)
     if (counted !== undefined) return counted
     this.trip()
     // Every request waiting on the counter times out at about the same moment: one line a second,
@@ -437,19 +432,26 @@ export class FailOpenRateLimiter implements RateLimiter {
         this.tripped = false
         return
       }
-      let timer: ReturnType<typeof setTimeout> | undefined
-      const late = new Promise<undefined>((resolve) => {
-        timer = setTimeout(() => resolve(undefined), waitMs)
-      })
-      const counted = await Promise.race([answer.catch(() => undefined), late])
-      clearTimeout(timer)
-      if (counted !== undefined) this.tripped = false
+      if ((await answeredWithin(answer, waitMs)) !== undefined) this.tripped = false
       else this.trip()
     } catch {
       this.trip()
     } finally {
       this.probing = false
     }
+  }
+}
+
+/** The shared counter's answer if it comes within `waitMs`; undefined if it fails or is later. */
+async function answeredWithin(answer: Promise<RateDecision>, waitMs: number): Promise<RateDecision | undefined> {
+  let timer: ReturnType<typeof setTimeout> | undefined
+  const late = new Promise<undefined>((resolve) => {
+    timer = setTimeout(() => resolve(undefined), waitMs)
+  })
+  try {
+    return await Promise.race([answer.catch(() => undefined), late])
+  } finally {
+    clearTimeout(timer)
   }
 }
 

@@ -378,11 +378,18 @@ describe('pipelining only batches worth their fixed cost', () => {
     await minApp?.close()
   })
 
+  /** A credit of 1 on this describe's own organization (`credit` writes to the file's). */
+  const minCredit = (account: string): LedgerOperation => ({
+    ...credit(account, 1_000_000n),
+    orgId: minFx.org.id,
+    events: [eventRow(minFx.org.id, 'account.funded', { accountId: account }, new Date())],
+  })
+
   test.skipIf(!onPostgres)('behind a batch in flight, fewer operations than the minimum wait for it; the minimum reached, they go out as one more batch', async () => {
     const minWriter = minApp.kassa.runtime.ledger.writer
     const minLedger = minApp.kassa.runtime.ledger
     const account = await minFx.mint('pipeline-minimum')
-    const op = () => ({ ...credit(account, 1_000_000n), orgId: minFx.org.id, events: [eventRow(minFx.org.id, 'account.funded', { accountId: account }, new Date())] })
+    const op = () => minCredit(account)
     const before = minWriter.committedBatches
     const release = stallWriter(minWriter)
     const commits = [minLedger.submit(op())]
@@ -407,7 +414,7 @@ describe('pipelining only batches worth their fixed cost', () => {
     const minWriter = minApp.kassa.runtime.ledger.writer
     const minLedger = minApp.kassa.runtime.ledger
     const account = await minFx.mint('pipeline-overdue')
-    const op = () => ({ ...credit(account, 1_000_000n), orgId: minFx.org.id, events: [eventRow(minFx.org.id, 'account.funded', { accountId: account }, new Date())] })
+    const op = () => minCredit(account)
     const release = stallWriter(minWriter)
     const commits = [minLedger.submit(op())]
     // Overdue (batches here take a few milliseconds), though not yet counted as stuck.
@@ -424,7 +431,7 @@ describe('pipelining only batches worth their fixed cost', () => {
     const minWriter = minApp.kassa.runtime.ledger.writer
     const account = await minFx.mint('pipeline-lone')
     const release = stallWriter(minWriter)
-    const commit = minApp.kassa.runtime.ledger.submit({ ...credit(account, 1_000_000n), orgId: minFx.org.id, events: [eventRow(minFx.org.id, 'account.funded', { accountId: account }, new Date())] })
+    const commit = minApp.kassa.runtime.ledger.submit(minCredit(account))
     expect(minWriter.inFlightCount()).toBe(1)
     expect(minWriter.pendingCount()).toBe(0)
     release()

@@ -2,18 +2,16 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { sql } from 'drizzle-orm'
 import { queryRows } from '../../db/client.ts'
 import { expireDueHolds } from '../../server/modules/holds/service.ts'
-import { callApp, restartOnSameDatabase, startTestApp, type TestApp } from '../support/app.ts'
-import { expectVerified, ledgerFixture, type LedgerFixture } from '../ledger/support.ts'
+import { callApp, restartOnSameDatabase, type TestApp } from '../support/app.ts'
+import { expectVerified, type LedgerFixture } from '../ledger/support.ts'
+import { fundedCardHolder } from './support.ts'
 
 let app: TestApp
 let fx: LedgerFixture
 let payer: string
 
 beforeAll(async () => {
-  app = await startTestApp()
-  fx = await ledgerFixture(app)
-  payer = await fx.mint('card-holder')
-  await fx.fund(payer, '100')
+  ;({ app, fx, payer } = await fundedCardHolder())
 })
 afterAll(async () => {
   await app.close()

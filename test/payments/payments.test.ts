@@ -12,19 +12,17 @@ import { newId } from '../../server/lib/ids.ts'
 import { DeclineRecorder } from '../../server/modules/payments/repo.ts'
 import { inlineRecord } from '../../server/platform/idempotency.ts'
 import { AUTHORIZATION_ANSWER_MARGIN_MS, AUTHORIZATION_BUDGET_MS, AUTHORIZATION_P99_MS, configurePayments, DECLINE_RECORD_LAG_MAX_MS, declineRecorderOf } from '../../server/modules/payments/service.ts'
-import { callApp, restartOnSameDatabase, startTestApp, type TestApp, type TestResponse } from '../support/app.ts'
+import { callApp, restartOnSameDatabase, type TestApp, type TestResponse } from '../support/app.ts'
 import { holdCalls, stallWriter as stallLedgerWriter } from '../support/writer.ts'
 import { expectVerified, ledgerFixture, ledgerState, type LedgerFixture } from '../ledger/support.ts'
+import { fundedCardHolder } from './support.ts'
 
 let app: TestApp
 let fx: LedgerFixture
 let payer: string
 
 beforeAll(async () => {
-  app = await startTestApp()
-  fx = await ledgerFixture(app)
-  payer = await fx.mint('card-holder')
-  await fx.fund(payer, '100')
+  ;({ app, fx, payer } = await fundedCardHolder())
 })
 afterAll(async () => {
   await app.close()
