@@ -32,8 +32,9 @@ import { EMBEDDED_IN_MEMORY, openDatabase } from '../db/client.ts'
 import { TcpProxy } from '../test/support/tcp-proxy.ts'
 import { createWebhookLoad } from './webhook-receivers.ts'
 import { KeepAliveClient, type HttpAnswer } from './http-client.ts'
+import { LATENCY_FLOOR_RATE, latencyFloorTable, measureLatencyFloors } from './latency-floor.ts'
 import postgres from 'postgres'
-import { OPERATOR_TOKEN, type CpuSnapshot, type PostgresActivity, closePostgresActivity, postgresActivity, benchSocketFolder, cpuPerOperation, cpuSnapshot, benchTransport, call, createBenchDatabase, createFundedOrg, percentile, round2, startServer, writeResults, type BenchOrg, type ServerProcess } from './support.ts'
+import { OPERATOR_TOKEN, type CpuSnapshot, type PostgresActivity, closePostgresActivity, postgresActivity, benchSocketFolder, cpuPerOperation, cpuSnapshot, benchTransport, call, createBenchDatabase, createFundedOrg, paced, percentile, round2, startServer, writeResults, type BenchOrg, type ServerProcess } from './support.ts'
 
 const DURATION_MS = Number(process.env.BENCH_DURATION_MS ?? 8000)
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 128)
@@ -367,34 +368,6 @@ async function closedLoop(base: string, serverPid: number, targets: Target[], gr
   })
 }
 
-/** How far ahead of its due time a request may go out: the pacing loop wakes about once a millisecond. */
-const LOOKAHEAD_MS = 1
-
-/**
- * Calls `send` `rate` times a second for `durationMs` on a fixed schedule, whatever the answers do,
- * and answers how long it ran. Each wake-up sends every request due before the next one; `send` is
- * given the time the request's latency counts from: its due time when it goes out late (so a stall
- * shows in every request it delayed), or the time it actually went out when that is earlier.
- */
-async function paced(rate: number, durationMs: number, send: (startedAt: number, sentAt: number) => void): Promise<{ ranMs: number; lateMaxMs: number }> {
-  const startedAt = performance.now()
-  const total = Math.floor((durationMs * rate) / 1000)
-  let scheduled = 0
-  let lateMaxMs = 0
-  for (;;) {
-    const now = performance.now()
-    if (now - startedAt >= durationMs) return { ranMs: now - startedAt, lateMaxMs }
-    while (scheduled < total && startedAt + (scheduled * 1000) / rate < now + LOOKAHEAD_MS) {
-      const due = startedAt + (scheduled * 1000) / rate
-      const sentAt = performance.now()
-      lateMaxMs = Math.max(lateMaxMs, sentAt - due)
-      send(Math.min(due, sentAt), sentAt)
-      scheduled += 1
-    }
-    await Bun.sleep(1)
-  }
-}
-
 /**
  * Sends on a fixed schedule whatever the answers do. Each request's latency counts from the time it
  * was due, so a stall shows up in every request it delayed.
@@ -605,6 +578,7 @@ async function commitFloor(): Promise<{ commits: number; p50Ms: number; p90Ms: n
 const only = process.env.BENCH_ONLY ? new Set(process.env.BENCH_ONLY.split(',')) : undefined
 const wanted = (part: string, skipped = false) => (only ? only.has(part) : !skipped)
 const floor = wanted('floor') ? await commitFloor() : undefined
+const latencyFloors = wanted('floor') ? await measureLatencyFloors(['bare', 'select', 'commit']) : []
 const inProcessFigures = wanted('mitata') ? await inProcess() : []
 const on = wanted('on') ? await httpRuns(true) : []
 const off = wanted('off', SKIP_OFF) ? await httpRuns(false) : []
@@ -625,6 +599,10 @@ const markdown = [
         '## Floor: one durable commit of one row (the disk, not Kassa)',
         '',
         `${floor.commits} single-row autocommit inserts, one at a time, over ${benchTransport()}: p50 ${floor.p50Ms} ms, p90 ${floor.p90Ms} ms, p99 ${floor.p99Ms} ms, max ${floor.maxMs} ms. Every approval waits for at least one such flush.`,
+        '',
+        `The same load generator and pacing at ${LATENCY_FLOOR_RATE}/s offered against servers that are not Kassa (bench/latency-floor.ts): \`bare\` answers at once, \`select\` after one round trip to Postgres, \`commit\` after committing one row. \`commit\` is what any server pays on this machine to make one request durable before answering it.`,
+        '',
+        ...latencyFloorTable(latencyFloors),
         '',
       ]),
   '## In process (mitata)',
@@ -689,6 +667,6 @@ const markdown = [
   '',
 ].join('\n')
 console.log(`\n${markdown}`)
-const path = writeResults('authorize', { at: new Date().toISOString(), transport: benchTransport(), commitFloor: floor, inProcess: inProcessFigures, http: { groupCommitOn: on, groupCommitOff: off, ratio }, outage, webhooks }, markdown)
+const path = writeResults('authorize', { at: new Date().toISOString(), transport: benchTransport(), commitFloor: floor, latencyFloors, inProcess: inProcessFigures, http: { groupCommitOn: on, groupCommitOff: off, ratio }, outage, webhooks }, markdown)
 console.log(`results written to ${path}`)
 await closePostgresActivity()

@@ -174,6 +174,34 @@ export async function createFundedOrg(base: string, name: string, accountCount: 
   return { id: org.id, key, accounts }
 }
 
+/** How far ahead of its due time a request may go out: the pacing loop wakes about once a millisecond. */
+const LOOKAHEAD_MS = 1
+
+/**
+ * Calls `send` `rate` times a second for `durationMs` on a fixed schedule, whatever the answers do,
+ * and answers how long it ran. Each wake-up sends every request due before the next one; `send` is
+ * given the time the request's latency counts from: its due time when it goes out late (so a stall
+ * shows in every request it delayed), or the time it actually went out when that is earlier.
+ */
+export async function paced(rate: number, durationMs: number, send: (startedAt: number, sentAt: number) => void): Promise<{ ranMs: number; lateMaxMs: number }> {
+  const startedAt = performance.now()
+  const total = Math.floor((durationMs * rate) / 1000)
+  let scheduled = 0
+  let lateMaxMs = 0
+  for (;;) {
+    const now = performance.now()
+    if (now - startedAt >= durationMs) return { ranMs: now - startedAt, lateMaxMs }
+    while (scheduled < total && startedAt + (scheduled * 1000) / rate < now + LOOKAHEAD_MS) {
+      const due = startedAt + (scheduled * 1000) / rate
+      const sentAt = performance.now()
+      lateMaxMs = Math.max(lateMaxMs, sentAt - due)
+      send(Math.min(due, sentAt), sentAt)
+      scheduled += 1
+    }
+    await Bun.sleep(1)
+  }
+}
+
 export function percentile(sorted: readonly number[], fraction: number): number {
   if (sorted.length === 0) return 0
   return sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * fraction))]!

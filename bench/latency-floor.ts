@@ -1,0 +1,208 @@
+/**
+ * The floor under the latency of an authorization at a moderate offered rate: what the same load
+ * generator, pacing and machine give a server that does next to nothing, one that also makes one
+ * round trip to Postgres, and one that also commits one row to Postgres per request, beside Kassa
+ * itself. An approval must be durable before it is answered, so no server can answer one faster
+ * than the third; its tail is this machine's (two cores shared with Postgres and the generator, and
+ * the disk's flush), not Kassa's. Figures only: nothing here passes or fails.
+ *
+ * Each server runs in a child process; the generator sends LATENCY_FLOOR_RATE requests a second
+ * (default 1000) on a fixed schedule for LATENCY_FLOOR_DURATION_MS (default 8000) after a 1.5 s
+ * warm-up, with the pacing and keep-alive client of `npm run bench`, and counts each latency from
+ * when its request was due. Servers:
+ * - `bare`: `Bun.serve` parsing the body and answering a fixed payment-shaped JSON;
+ * - `select`: the same, after a prepared `select 1` on one postgres.js connection;
+ * - `commit`: the same, after a prepared one-row insert that commits by itself (synchronous commit,
+ *   as Kassa's ledger writer) on one postgres.js connection;
+ * - `kassa`: the real server (`server/main.ts`), 8 organizations of 32 funded accounts, as in
+ *   `npm run bench`.
+ * Postgres is reached as `npm run bench` reaches it (its Unix socket when there is one).
+ *
+ *   ./node_modules/.bin/bun bench/latency-floor.ts        (LATENCY_FLOOR_SERVERS=bare,select,commit,kassa)
+ *
+ * `npm run bench` runs `bare`, `select` and `commit` in its floor part, beside its own runs of Kassa.
+ */
+import postgres from 'postgres'
+import { KeepAliveClient, type HttpAnswer } from './http-client.ts'
+import { benchTransport, createBenchDatabase, createFundedOrg, paced, percentile, round2, startServer, writeResults, type BenchOrg } from './support.ts'
+
+const RATE = Number(process.env.LATENCY_FLOOR_RATE ?? 1000)
+const DURATION_MS = Number(process.env.LATENCY_FLOOR_DURATION_MS ?? 8000)
+const WARMUP_MS = 1500
+
+const ANSWER = JSON.stringify({ id: 'pay_01a2113608cd723a85567d72af086ef1', object: 'payment', state: 'authorized', amount: '1.00', asset: 'USDC' })
+const REQUEST_BODY = JSON.stringify({ accountId: 'acct_01a211360851759a822561f30ded474f', asset: 'USDC', amount: '1.00' })
+
+export interface LatencyFloor {
+  server: string
+  answered: number
+  notApproved: number
+  p50Ms: number
+  p90Ms: number
+  p99Ms: number
+  p999Ms: number
+  maxMs: number
+  generatorLateMaxMs: number
+}
+
+/** postgres.js options for a `postgres://…?host=/socket/folder` URL (the driver takes the folder as an option). */
+function connect(url: string): postgres.Sql {
+  const parsed = new URL(url)
+  const folder = parsed.searchParams.get('host')
+  parsed.searchParams.delete('host')
+  return postgres(parsed.toString(), { max: 1, onnotice: () => {}, ...(folder === null ? {} : { host: folder }) })
+}
+
+/** The child: a bare server, answering after `work`, until it is killed. Prints its address once it listens. */
+async function serve(kind: string, databaseUrl: string | undefined): Promise<void> {
+  let work: () => Promise<unknown> = () => Promise.resolve()
+  if (kind !== 'bare') {
+    const sql = connect(databaseUrl!)
+    if (kind === 'select') work = () => sql`select 1 as one`
+    else {
+      await sql`create table if not exists latency_floor (id text primary key, amount numeric(38, 0) not null, data jsonb not null)`
+      let next = 0
+      work = () => sql`insert into latency_floor (id, amount, data) values (${`row_${process.pid}_${next++}`}, 100, ${REQUEST_BODY}::jsonb)`
+    }
+    await work()
+  }
+  const server = Bun.serve({
+    port: 0,
+    hostname: '127.0.0.1',
+    async fetch(request) {
+      await request.json()
+      await work()
+      return new Response(ANSWER, { status: 201, headers: { 'content-type': 'application/json' } })
+    },
+  })
+  console.log(`listening on http://127.0.0.1:${server.port}`)
+}
+
+/** Starts a bare server in a child process and answers its address and how to stop it. */
+async function startBare(kind: string, databaseUrl: string): Promise<{ base: string; stop(): Promise<void> }> {
+  const child = Bun.spawn([process.execPath, import.meta.path, 'serve', kind], { env: { ...process.env, LATENCY_FLOOR_DATABASE_URL: databaseUrl }, stdout: 'pipe', stderr: 'inherit' })
+  const reader = child.stdout.getReader()
+  let output = ''
+  for (;;) {
+    const { done, value } = await reader.read()
+    if (done) throw new Error(`the ${kind} server ended before it listened: ${output}`)
+    output += new TextDecoder().decode(value)
+    const match = /listening on (\S+)/.exec(output)
+    if (match) {
+      reader.releaseLock()
+      return {
+        base: match[1]!,
+        async stop() {
+          child.kill()
+          await child.exited
+        },
+      }
+    }
+  }
+}
+
+/** Drives `base` at RATE for the warm-up and the measured run; answers the measured run's figures. */
+async function drive(server: string, base: string, requests: (client: KeepAliveClient) => Buffer[]): Promise<LatencyFloor> {
+  const client = new KeepAliveClient(base)
+  await client.warm(Math.ceil(RATE / 2))
+  const prepared = requests(client)
+  const latencies: number[] = []
+  let notApproved = 0
+  let recording = false
+  let outstanding = 0
+  let sent = 0
+  const send = (startedAt: number) => {
+    outstanding += 1
+    const measured = recording
+    void client.send(prepared[sent++ % prepared.length]!).then(
+      (answer: HttpAnswer) => {
+        outstanding -= 1
+        if (!measured) return
+        latencies.push(performance.now() - startedAt)
+        if (answer.status !== 201 || !answer.body.includes('"state":"authorized"')) notApproved += 1
+      },
+      () => {
+        outstanding -= 1
+        if (measured) notApproved += 1
+      },
+    )
+  }
+  await paced(RATE, WARMUP_MS, send)
+  recording = true
+  const { lateMaxMs } = await paced(RATE, DURATION_MS, send)
+  recording = false
+  while (outstanding > 0) await Bun.sleep(5)
+  client.close()
+  latencies.sort((a, b) => a - b)
+  return {
+    server,
+    answered: latencies.length,
+    notApproved,
+    p50Ms: round2(percentile(latencies, 0.5)),
+    p90Ms: round2(percentile(latencies, 0.9)),
+    p99Ms: round2(percentile(latencies, 0.99)),
+    p999Ms: round2(percentile(latencies, 0.999)),
+    maxMs: round2(latencies.at(-1) ?? 0),
+    generatorLateMaxMs: round2(lateMaxMs),
+  }
+}
+
+async function measure(kind: string): Promise<LatencyFloor> {
+  const database = await createBenchDatabase(`latency_floor_${kind}`)
+  try {
+    if (kind === 'kassa') {
+      const server = await startServer({ ...database.serverEnv, RATE_LIMIT_STORE: 'postgres' })
+      try {
+        const orgs: BenchOrg[] = []
+        for (let index = 0; index < 8; index++) orgs.push(await createFundedOrg(server.base, `floor-${index}`, 32, '10000000'))
+        const targets = orgs.flatMap((org) => org.accounts.map((account) => ({ key: org.key, account })))
+        return await drive(kind, server.base, (client) =>
+          targets.map((target) => client.prepare('POST', '/v1/payments/authorize', { authorization: `Bearer ${target.key}`, 'content-type': 'application/json' }, JSON.stringify({ accountId: target.account, asset: 'USDC', amount: '1.00' }))),
+        )
+      } finally {
+        await server.stop()
+      }
+    }
+    const server = await startBare(kind, database.serverEnv.DATABASE_URL!)
+    try {
+      return await drive(kind, server.base, (client) => [client.prepare('POST', '/v1/payments/authorize', { 'content-type': 'application/json' }, REQUEST_BODY)])
+    } finally {
+      await server.stop()
+    }
+  } finally {
+    await database.drop()
+  }
+}
+
+/** Measures each server in turn (`bare`, `select`, `commit`, `kassa`), printing a line for each. */
+export async function measureLatencyFloors(kinds: string[]): Promise<LatencyFloor[]> {
+  const floors: LatencyFloor[] = []
+  for (const kind of kinds) {
+    const floor = await measure(kind)
+    floors.push(floor)
+    console.log(
+      `latency floor | ${kind.padEnd(6)} | ${RATE}/s offered | ${floor.answered} answered${floor.notApproved > 0 ? ` (${floor.notApproved} not approved)` : ''} | p50 ${floor.p50Ms} ms | p90 ${floor.p90Ms} ms | p99 ${floor.p99Ms} ms | p99.9 ${floor.p999Ms} ms | max ${floor.maxMs} ms | generator late by up to ${floor.generatorLateMaxMs} ms`,
+    )
+  }
+  return floors
+}
+
+/** The markdown table of `measureLatencyFloors`' figures. */
+export function latencyFloorTable(floors: LatencyFloor[]): string[] {
+  return [
+    '| server | answered | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms |',
+    '|---|---|---|---|---|---|---|',
+    ...floors.map((floor) => `| ${floor.server} | ${floor.answered} | ${floor.p50Ms} | ${floor.p90Ms} | ${floor.p99Ms} | ${floor.p999Ms} | ${floor.maxMs} |`),
+  ]
+}
+
+export const LATENCY_FLOOR_RATE = RATE
+
+if (process.argv[2] === 'serve') {
+  await serve(process.argv[3] ?? 'bare', process.env.LATENCY_FLOOR_DATABASE_URL)
+} else if (import.meta.main) {
+  console.log(`Latency floor: ${RATE}/s offered for ${DURATION_MS} ms per server after a ${WARMUP_MS} ms warm-up, Postgres over ${benchTransport()}, ${navigator.hardwareConcurrency} cores`)
+  const floors = await measureLatencyFloors((process.env.LATENCY_FLOOR_SERVERS ?? 'bare,select,commit,kassa').split(',').filter((name) => name !== ''))
+  const markdown = [`# Latency floor, ${RATE}/s offered`, '', ...latencyFloorTable(floors), ''].join('\n')
+  console.log(`results written to ${writeResults('latency-floor', { rate: RATE, durationMs: DURATION_MS, floors }, markdown)}`)
+}
