@@ -23,8 +23,9 @@
  * `npm run bench` runs `bare`, `select` and `commit` in its floor part, beside its own runs of Kassa.
  */
 import postgres from 'postgres'
+import { socketOf } from '../db/client.ts'
 import { KeepAliveClient, type HttpAnswer } from './http-client.ts'
-import { benchTransport, createBenchDatabase, createFundedOrg, paced, percentile, round2, startServer, writeResults, type BenchOrg } from './support.ts'
+import { benchTransport, createBenchDatabase, createFundedOrg, paced, percentile, round2, startListening, startServer, writeResults, type BenchOrg, type ServerProcess } from './support.ts'
 
 const RATE = Number(process.env.LATENCY_FLOOR_RATE ?? 1000)
 const DURATION_MS = Number(process.env.LATENCY_FLOOR_DURATION_MS ?? 8000)
@@ -45,12 +46,10 @@ export interface LatencyFloor {
   generatorLateMaxMs: number
 }
 
-/** postgres.js options for a `postgres://…?host=/socket/folder` URL (the driver takes the folder as an option). */
-function connect(url: string): postgres.Sql {
-  const parsed = new URL(url)
-  const folder = parsed.searchParams.get('host')
-  parsed.searchParams.delete('host')
-  return postgres(parsed.toString(), { max: 1, onnotice: () => {}, ...(folder === null ? {} : { host: folder }) })
+/** One postgres.js connection, over the Unix socket a `?host=/socket/folder` URL names (as Kassa connects). */
+function connect(databaseUrl: string): postgres.Sql {
+  const { url, host } = socketOf(databaseUrl)
+  return postgres(url, { max: 1, onnotice: () => {}, ...(host === undefined ? {} : { host }) })
 }
 
 /** The child: a bare server, answering after `work`, until it is killed. Prints its address once it listens. */
@@ -78,27 +77,9 @@ async function serve(kind: string, databaseUrl: string | undefined): Promise<voi
   console.log(`listening on http://127.0.0.1:${server.port}`)
 }
 
-/** Starts a bare server in a child process and answers its address and how to stop it. */
-async function startBare(kind: string, databaseUrl: string): Promise<{ base: string; stop(): Promise<void> }> {
-  const child = Bun.spawn([process.execPath, import.meta.path, 'serve', kind], { env: { ...process.env, LATENCY_FLOOR_DATABASE_URL: databaseUrl }, stdout: 'pipe', stderr: 'inherit' })
-  const reader = child.stdout.getReader()
-  let output = ''
-  for (;;) {
-    const { done, value } = await reader.read()
-    if (done) throw new Error(`the ${kind} server ended before it listened: ${output}`)
-    output += new TextDecoder().decode(value)
-    const match = /listening on (\S+)/.exec(output)
-    if (match) {
-      reader.releaseLock()
-      return {
-        base: match[1]!,
-        async stop() {
-          child.kill()
-          await child.exited
-        },
-      }
-    }
-  }
+/** Starts a bare server in a child process (this file, `serve <kind>`). */
+function startBare(kind: string, databaseUrl: string): Promise<ServerProcess> {
+  return startListening([process.execPath, import.meta.path, 'serve', kind], { LATENCY_FLOOR_DATABASE_URL: databaseUrl })
 }
 
 /** Drives `base` at RATE for the warm-up and the measured run; answers the measured run's figures. */

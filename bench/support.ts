@@ -100,12 +100,20 @@ export interface ServerProcess {
  * BENCH_SERVER_ENV, a JSON object, adds to the server's environment alone (`{"BUN_JSC_logGC":"1"}`
  * logs its garbage collections to the benchmark's stderr; the load generator's are not logged).
  */
-export async function startServer(env: Record<string, string>): Promise<ServerProcess> {
-  const child = Bun.spawn(['./node_modules/.bin/bun', ...(process.env.BENCH_SERVER_BUN_ARGS ? process.env.BENCH_SERVER_BUN_ARGS.split(' ') : []), 'server/main.ts'], {
-    env: { ...process.env, ...serverEnvironment(), PORT: '0', HOST: '127.0.0.1', OPERATOR_TOKEN, DATABASE_POOL_MAX: '20', ...env },
-    stdout: 'pipe',
-    stderr: 'inherit',
+export function startServer(env: Record<string, string>): Promise<ServerProcess> {
+  return startListening(['./node_modules/.bin/bun', ...(process.env.BENCH_SERVER_BUN_ARGS ? process.env.BENCH_SERVER_BUN_ARGS.split(' ') : []), 'server/main.ts'], {
+    ...serverEnvironment(),
+    PORT: '0',
+    HOST: '127.0.0.1',
+    OPERATOR_TOKEN,
+    DATABASE_POOL_MAX: '20',
+    ...env,
   })
+}
+
+/** Runs `command` as a child process (with `env` added to this one's) and answers once it prints `listening on http://…`. */
+export async function startListening(command: string[], env: Record<string, string>): Promise<ServerProcess> {
+  const child = Bun.spawn(command, { env: { ...process.env, ...env }, stdout: 'pipe', stderr: 'inherit' })
   const reader = child.stdout.getReader()
   let output = ''
   for (;;) {

@@ -57,7 +57,7 @@ const RECONNECT_BACKOFF_MAX_S = 0.25
  * postgres.js reads the socket folder from its `host` option, not from the URL, so it is taken out
  * of the URL and passed as the option.
  */
-function socketOf(url: string): { url: string; host?: string } {
+export function socketOf(url: string): { url: string; host?: string } {
   const parsed = new URL(url)
   const folder = parsed.searchParams.get('host')
   if (folder === null || !folder.startsWith('/')) return { url }
