@@ -10,22 +10,32 @@
  *   16 funded accounts) with the ledger writer's `enqueue` replaced by an immediate success once the
  *   accounts are funded. Every plugin, the decision and the answer run; nothing of the
  *   authorizations is written. For attribution only, never a figure of the product: it skips
- *   durability (`bench/authorize-cpu.ts` with AUTHCPU_WRITER=skip is the same cut in process).
+ *   durability (`bench/authorize-cpu.ts` with AUTHCPU_WRITER=skip is the same cut in process);
+ * - `kassa-hooks`: the same app answering the fixed payment from a last request hook, after its own
+ *   request hooks (arrival, request id, operator and API-key authentication, rate limiting) and
+ *   before routing, parsing, validation and the route. What `kassa` costs beyond it is the route:
+ *   Elysia's steps for it, the body, the decision and the answer.
  * The same keep-alive client as `npm run bench` (bench/http-client.ts) keeps
- * HTTP_FLOOR_CONNECTIONS requests in flight for HTTP_FLOOR_DURATION_MS after a 2 s warm-up, and
- * this prints the throughput and the CPU per request of the server (all of it, and its main thread,
- * from /proc) and of the generator. Answers other than an approval are counted and printed.
+ * HTTP_FLOOR_CONNECTIONS requests in flight for HTTP_FLOOR_DURATION_MS after a 2 s warm-up, or,
+ * with HTTP_FLOOR_RATE, sends that many a second from a warm pool, paced as the benchmark's open
+ * loops (each server then wakes for the same requests, where a closed loop lets a slower server
+ * carry more requests per wake). This prints the throughput and the CPU per request of the server
+ * (all of it, and its main thread, from /proc) and of the generator. Answers other than an approval
+ * are counted and printed. HTTP_FLOOR_BUN_ARGS adds arguments to the server's `bun` (a profile:
+ * `--cpu-prof --cpu-prof-md --cpu-prof-dir=/tmp/prof`, written when the run ends).
  *
- *   ./node_modules/.bin/bun bench/http-floor.ts          (all three, one after the other)
- *   HTTP_FLOOR_SERVERS=bun,elysia ./node_modules/.bin/bun bench/http-floor.ts
+ *   ./node_modules/.bin/bun bench/http-floor.ts          (bun, elysia and kassa, one after the other)
+ *   HTTP_FLOOR_SERVERS=bun,kassa-hooks,kassa HTTP_FLOOR_RATE=8000 ./node_modules/.bin/bun bench/http-floor.ts
  */
-import { KeepAliveClient } from './http-client.ts'
-import { inProcessFundedOrg, processCpuMs, skipLedgerWrites } from './support.ts'
+import { KeepAliveClient, type HttpAnswer } from './http-client.ts'
+import { inProcessFundedOrg, paced, processCpuMs, skipLedgerWrites } from './support.ts'
 
 const DURATION_MS = Number(process.env.HTTP_FLOOR_DURATION_MS ?? 6000)
 const CONNECTIONS = Number(process.env.HTTP_FLOOR_CONNECTIONS ?? 128)
 const PORT = Number(process.env.HTTP_FLOOR_PORT ?? 39123)
 const SERVERS = (process.env.HTTP_FLOOR_SERVERS ?? 'bun,elysia,kassa').split(',').filter((name) => name !== '')
+const RATE = Number(process.env.HTTP_FLOOR_RATE ?? 0)
+const SERVER_BUN_ARGS = (process.env.HTTP_FLOOR_BUN_ARGS ?? '').split(' ').filter((arg) => arg !== '')
 
 const ANSWER = JSON.stringify({
   id: 'pay_01a2113608cd723a85567d72af086ef1',
@@ -45,8 +55,8 @@ interface Ready {
 
 /** The child: one of the servers, until it is killed. Prints one line of JSON (`Ready`) once it listens. */
 async function serve(kind: string): Promise<void> {
-  if (kind === 'kassa') {
-    console.log(JSON.stringify(await serveKassa()))
+  if (kind === 'kassa' || kind === 'kassa-hooks') {
+    console.log(JSON.stringify(await serveKassa(kind === 'kassa-hooks')))
     return
   }
   if (kind === 'bun') {
@@ -74,8 +84,8 @@ async function serve(kind: string): Promise<void> {
   console.log(JSON.stringify({} satisfies Ready))
 }
 
-/** Kassa's app with the writer answering at once (see the header), listening on PORT. */
-async function serveKassa(): Promise<Ready> {
+/** Kassa's app with the writer answering at once (see the header), listening on PORT; with `hooksOnly`, answering from a last request hook. */
+async function serveKassa(hooksOnly: boolean): Promise<Ready> {
   const { EMBEDDED_IN_MEMORY, openDatabase } = await import('../db/client.ts')
   const { createApp } = await import('../server/app.ts')
   const { configForTests } = await import('../server/config.ts')
@@ -83,6 +93,8 @@ async function serveKassa(): Promise<Ready> {
   const kassa = await createApp(configForTests({ rateLimitStore: 'memory', webhookDelivery: false }), { database })
   const org = await inProcessFundedOrg(kassa, 16, '10000000')
   skipLedgerWrites(kassa)
+  // Request hooks run in the order they were added: this one runs after all of Kassa's.
+  if (hooksOnly) kassa.app.onRequest(() => new Response(ANSWER, { status: 201, headers: { 'content-type': 'application/json' } }))
   kassa.app.listen({ port: PORT })
   return org
 }
@@ -102,7 +114,7 @@ async function readyLine(stdout: ReadableStream<Uint8Array>): Promise<Ready> {
 }
 
 async function measure(kind: string): Promise<void> {
-  const server = Bun.spawn([process.execPath, import.meta.path, 'serve', kind], { stdout: 'pipe', stderr: 'inherit' })
+  const server = Bun.spawn([process.execPath, ...SERVER_BUN_ARGS, import.meta.path, 'serve', kind], { stdout: 'pipe', stderr: 'inherit' })
   try {
     const ready = await readyLine(server.stdout)
     const client = new KeepAliveClient(`http://127.0.0.1:${PORT}`)
@@ -117,17 +129,27 @@ async function measure(kind: string): Promise<void> {
     let answered = 0
     let sent = 0
     const other = new Map<string, number>()
-    const loop = async () => {
-      while (!stopped) {
-        const answer = await client.send(requests[sent++ % requests.length]!)
-        answered += 1
-        if (answer.status !== 201 || !answer.body.includes('"state":"authorized"')) {
-          const kind = `${answer.status} ${answer.body.slice(0, 120)}`
-          other.set(kind, (other.get(kind) ?? 0) + 1)
-        }
+    const tally = (answer: HttpAnswer) => {
+      answered += 1
+      if (answer.status !== 201 || !answer.body.includes('"state":"authorized"')) {
+        const kind = `${answer.status} ${answer.body.slice(0, 120)}`
+        other.set(kind, (other.get(kind) ?? 0) + 1)
       }
     }
-    const loops = Array.from({ length: CONNECTIONS }, loop)
+    const loop = async () => {
+      while (!stopped) tally(await client.send(requests[sent++ % requests.length]!))
+    }
+    const send = () => {
+      void client.send(requests[sent++ % requests.length]!).then(tally)
+    }
+    let loops: Promise<unknown>[]
+    if (RATE > 0) {
+      // A budget's worth of connections, as the benchmark's open loops hold.
+      await client.warm(Math.max(CONNECTIONS, Math.ceil(RATE / 2)))
+      loops = [paced(RATE, DURATION_MS + 2000, send)]
+    } else {
+      loops = Array.from({ length: CONNECTIONS }, loop)
+    }
     await Bun.sleep(2000)
     const serverBefore = processCpuMs(server.pid)
     const mainBefore = processCpuMs(`${server.pid}/task/${server.pid}`)
@@ -145,7 +167,7 @@ async function measure(kind: string): Promise<void> {
     client.close()
     const perRequest = (ms: number) => ((ms * 1000) / count).toFixed(1)
     console.log(
-      `${kind.padEnd(6)} ${Math.round((count * 1000) / elapsedMs)} requests/s | server ${perRequest(serverMs)} µs per request (main thread ${perRequest(mainMs)}) | generator ${((generator.user + generator.system) / count).toFixed(1)} µs per request`,
+      `${kind.padEnd(11)} ${Math.round((count * 1000) / elapsedMs)} requests/s | server ${perRequest(serverMs)} µs per request (main thread ${perRequest(mainMs)}) | generator ${((generator.user + generator.system) / count).toFixed(1)} µs per request`,
     )
     for (const [answer, times] of other) console.log(`       not an approval, ${times} times: ${answer}`)
   } finally {
@@ -155,8 +177,11 @@ async function measure(kind: string): Promise<void> {
 }
 
 if (process.argv[2] === 'serve') {
+  // Exits rather than dies on the parent's kill, so a profile asked for by HTTP_FLOOR_BUN_ARGS is written.
+  process.on('SIGTERM', () => process.exit(0))
   await serve(process.argv[3] ?? 'bun')
 } else {
-  console.log(`HTTP floor: ${CONNECTIONS} keep-alive connections, ${DURATION_MS} ms per server after a 2 s warm-up, ${navigator.hardwareConcurrency} cores`)
+  const load = RATE > 0 ? `${RATE} requests/s offered` : `${CONNECTIONS} keep-alive connections`
+  console.log(`HTTP floor: ${load}, ${DURATION_MS} ms per server after a 2 s warm-up, ${navigator.hardwareConcurrency} cores`)
   for (const kind of SERVERS) await measure(kind)
 }
