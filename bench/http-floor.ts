@@ -136,11 +136,12 @@ async function measure(kind: string): Promise<void> {
         other.set(kind, (other.get(kind) ?? 0) + 1)
       }
     }
+    const sendNext = () => client.send(requests[sent++ % requests.length]!)
     const loop = async () => {
-      while (!stopped) tally(await client.send(requests[sent++ % requests.length]!))
+      while (!stopped) tally(await sendNext())
     }
     const send = () => {
-      void client.send(requests[sent++ % requests.length]!).then(tally)
+      void sendNext().then(tally)
     }
     let loops: Promise<unknown>[]
     if (RATE > 0) {

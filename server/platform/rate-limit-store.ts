@@ -397,7 +397,7 @@ export class FailOpenRateLimiter implements RateLimiter {
       if (!this.probing && performance.now() >= this.sharedUnavailableUntil) void this.probe(bucket, limit, nowMs, waitMs)
       return this.local.hit(bucket, limit, nowMs)
     }
-    const answer = this.shared.decideOrWait ? this.shared.decideOrWait(bucket, limit, nowMs) : this.shared.hit(bucket, limit, nowMs)
+    const answer = this.askShared(bucket, limit, nowMs)
     if (!(answer instanceof Promise)) return Promise.resolve(answer)
     return this.within(answer, waitMs, bucket, limit, nowMs)
   }
@@ -411,6 +411,11 @@ export class FailOpenRateLimiter implements RateLimiter {
     // each a synchronous write on the thread that was already late).
     logFailure('rate-limit.shared-timeout', `rate limit: the shared counter did not answer within ${waitMs} ms; requests that cannot wait are counted in this instance for ${this.cooldownMs} ms`)
     return this.local.hit(bucket, limit, nowMs)
+  }
+
+  /** The shared counter's decision: at once when a leased position answers it, else its promise. */
+  private askShared(bucket: string, limit: number, nowMs: number): RateDecision | Promise<RateDecision> {
+    return this.shared.decideOrWait ? this.shared.decideOrWait(bucket, limit, nowMs) : this.shared.hit(bucket, limit, nowMs)
   }
 
   /** Bounded requests are being counted in this instance (the shared counter failed one; no probe has succeeded since). */
@@ -427,7 +432,7 @@ export class FailOpenRateLimiter implements RateLimiter {
   private async probe(bucket: string, limit: number, nowMs: number, waitMs: number): Promise<void> {
     this.probing = true
     try {
-      const answer = this.shared.decideOrWait ? this.shared.decideOrWait(bucket, limit, nowMs) : this.shared.hit(bucket, limit, nowMs)
+      const answer = this.askShared(bucket, limit, nowMs)
       if (!(answer instanceof Promise)) {
         this.tripped = false
         return
