@@ -447,7 +447,11 @@ export class GroupCommitWriter {
   private takeBatch(guarded: boolean): Queued[] {
     const batchMax = this.options.groupCommit ? this.options.batchMax : 1
     const batch: Queued[] = []
-    const latestStart = performance.now() + this.batchMs
+    // Behind batches in flight, this one commits about a batch's latency after they do. An idle
+    // writer sends at once and only an operation already past its deadline is left out: the pace
+    // of past batches may be stale (one slow spell can leave it above the whole budget), and with
+    // nothing sent it would never be measured again, so every operation would be withdrawn for good.
+    const latestStart = performance.now() + (this.inFlight.length > 0 ? this.batchMs : 0)
     let taken = 0
     while (batch.length < batchMax && taken < this.queue.length) {
       const item = this.queue[taken]!

@@ -297,6 +297,30 @@ describe('the pipelined group-commit writer', () => {
     expect(writer().expectedWaitMs()).toBe(0)
   })
 
+  test('after batches slower than a whole budget, an idle writer still sends an operation with a deadline, and the pace recovers', async () => {
+    const account = await fx.mint('stale-pace')
+    const pace = () => (writer() as unknown as { batchMs: number }).batchMs
+    // Slow batches, one at a time (as when the server's thread read their answers late): the recent
+    // batch latency ends above the time left to an authorization.
+    for (let round = 0; round < 5; round++) {
+      const release = stallWriter(writer())
+      const slow = ledger().submit(credit(account, 1n))
+      await Bun.sleep(500)
+      release()
+      await slow
+    }
+    await writer().idle()
+    expect(pace()).toBeGreaterThan(200)
+    expect(writer().expectedWaitMs()).toBe(0)
+    // Sent at once, not withdrawn for a pace no batch in flight stands for (before, every such
+    // operation was withdrawn, nothing was sent, and the stale pace was never measured again).
+    const outcome = await settled(ledger().submit(credit(account, 5n, { deadline: performance.now() + 150 })))
+    expect(outcome.ok).toBe(true)
+    for (let round = 0; round < 20; round++) await ledger().submit(credit(account, 1n))
+    expect(pace()).toBeLessThan(50)
+    expect(await fx.balance(account)).toMatchObject({ available: '0.000030' })
+  })
+
   test('a batch retried after a refused guarded write refuses, not retries, an operation whose key an earlier one of the batch claimed', async () => {
     const account = await fx.mint('guarded-retry')
     const refusal = new ApiError('quote_consumed', 'refused by its guard')
