@@ -41,6 +41,13 @@ export interface Config {
    * can be arranged.
    */
   ledgerPipelineMinOperations: number
+  /**
+   * Load shedding of authorizations (`LOAD_SHEDDING`, on by default; only on a Postgres server,
+   * see `LoadShedder`): while the server's thread runs late tick after tick, a share of the
+   * authorizations without an Idempotency-Key is declined `processing_timeout` at once. Off in tests
+   * unless a test turns it on.
+   */
+  loadShedding: boolean
   /** Largest number of connections the postgres.js pool opens. */
   databasePoolMax: number
   logRequests: boolean
@@ -168,6 +175,7 @@ export function loadConfig(env: Environment = process.env): Config {
     groupCommit: readBoolean(env, 'GROUP_COMMIT', true),
     ledgerPipelineDepth: readInteger(env, 'LEDGER_PIPELINE_DEPTH', 2, 1, 16),
     ledgerPipelineMinOperations: readInteger(env, 'LEDGER_PIPELINE_MIN_OPERATIONS', 32, 1, 256),
+    loadShedding: readBoolean(env, 'LOAD_SHEDDING', true),
     databasePoolMax: readInteger(env, 'DATABASE_POOL_MAX', 10, 1, 200),
     logRequests: readBoolean(env, 'LOG_REQUESTS', false),
     screeningBlocklist: readBlocklist(env),
@@ -207,6 +215,7 @@ export function configForTests(overrides: Partial<Config> = {}): Config {
     groupCommit: true,
     ledgerPipelineDepth: 2,
     ledgerPipelineMinOperations: 1,
+    loadShedding: false,
     databasePoolMax: 10,
     logRequests: false,
     screeningBlocklist: [],

@@ -12,6 +12,7 @@ import { Clock } from './modules/clock/clock.ts'
 import { KeyCache } from './modules/orgs/key-cache.ts'
 import { BlocklistRule, Screening, type ScreeningRule } from './modules/screening/screening.ts'
 import { loadKeyCache, refreshCachedKey, refreshCachedOrg } from './modules/orgs/repo.ts'
+import { LoadShedder } from './platform/load-shedder.ts'
 import { LoopLag } from './platform/loop-lag.ts'
 import { createRateLimiter, type RateLimiter } from './platform/rate-limit-store.ts'
 
@@ -24,8 +25,14 @@ export const CHANGE_CHANNEL = 'kassa_changes'
 export interface Runtime {
   config: Config
   database: DatabaseHandle
-  /** How late the event loop runs (see `LoopLag`); authorizations shed load on it. */
+  /** How late the event loop runs (see `LoopLag`). */
   loopLag: LoopLag
+  /**
+   * Sheds authorizations while the loop runs late tick after tick (see `LoadShedder`); undefined
+   * when off: by configuration, and on the embedded database, whose queries run on this same
+   * thread, so that a late loop there says nothing of the requests waiting.
+   */
+  shedder: LoadShedder | undefined
   db: Database
   clock: Clock
   keys: KeyCache
@@ -65,7 +72,8 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
   await clock.load()
   const keys = new KeyCache(config.serviceEnv)
   await loadKeyCache(db, keys)
-  const loopLag = new LoopLag()
+  const shedder = config.loadShedding && database.kind === 'postgres' ? new LoadShedder() : undefined
+  const loopLag = new LoopLag(shedder ? (lagMs) => shedder.observe(lagMs) : undefined)
   loopLag.start()
   const ledger = await openLedger(db, {
     groupCommit: config.groupCommit,
@@ -83,6 +91,7 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
     keys,
     rateLimiter: createRateLimiter(config.rateLimitStore, db),
     loopLag,
+    shedder,
     operatorToken: resolveOperatorToken(config),
     ledger,
     addresses,

@@ -8,6 +8,9 @@ const TICK_MS = 10
 const WINDOW_MS = 200
 
 export class LoopLag {
+  /** Each tick's lateness goes to this listener too (the load shedder). */
+  constructor(private readonly onTick?: (lagMs: number) => void) {}
+
   private timer: ReturnType<typeof setInterval> | undefined
   private expectedAt = 0
   private windowStartedAt = 0
@@ -42,5 +45,6 @@ export class LoopLag {
       this.windowStartedAt = now
     }
     this.windowMaxMs = Math.max(this.windowMaxMs, lag)
+    this.onTick?.(lag)
   }
 }

@@ -11,6 +11,7 @@ import type { PaymentRow } from '../../server/ledger/writer.ts'
 import { newId } from '../../server/lib/ids.ts'
 import { DeclineRecorder } from '../../server/modules/payments/repo.ts'
 import { inlineRecord } from '../../server/platform/idempotency.ts'
+import { LoadShedder } from '../../server/platform/load-shedder.ts'
 import { AUTHORIZATION_ANSWER_MARGIN_MS, AUTHORIZATION_BUDGET_MS, AUTHORIZATION_P99_MS, configurePayments, DECLINE_RECORD_LAG_MAX_MS, declineRecorderOf } from '../../server/modules/payments/service.ts'
 import { callApp, restartOnSameDatabase, type TestApp, type TestResponse } from '../support/app.ts'
 import { holdCalls, stallWriter as stallLedgerWriter } from '../support/writer.ts'
@@ -505,6 +506,50 @@ describe('past capacity', () => {
     } finally {
       delete (estimate as { expectedWaitMs?: unknown }).expectedWaitMs
     }
+    for (const id of approved) expect((await fx.call('POST', `/v1/payments/${id}/void`)).body.state).toBe('voided')
+    await expectVerified(app)
+  })
+})
+
+describe('load shedding', () => {
+  test('while the thread sheds, an authorization without a key is declined processing_timeout at once and recorded behind; keyed ones and earned declines keep their answers', async () => {
+    const runtime = app.kassa.runtime
+    const configured = runtime.shedder
+    // The shedder's trigger (the loop late tick after tick) is tested in
+    // test/platform/load-shedder.test.ts; here it is set to shed everything it may.
+    const shedder = new LoadShedder({ lateMs: 5, lateTicks: 1, stepUp: 1, stepDown: 0 }, () => 0)
+    shedder.observe(50)
+    runtime.shedder = shedder
+    const approved: string[] = []
+    try {
+      const before = await fx.balance(payer)
+      const shed = await authorize('1')
+      expect(shed.status).toBe(201)
+      expect(shed.body).toMatchObject({ state: 'declined', failureCode: 'processing_timeout', holdId: null, expiresAt: null })
+      expect(Value.Check(Payment, shed.body)).toBe(true)
+      // Nothing was reserved.
+      expect(await fx.balance(payer)).toEqual(before)
+      // A decline the request earns by itself keeps its own code.
+      expect((await authorize('100000000')).body).toMatchObject({ state: 'declined', failureCode: 'limit_exceeded' })
+      // A request with an Idempotency-Key is never shed: its key must answer the same everywhere.
+      const keyed = await authorizeWithKey(`shed-${Date.now()}`, '1')
+      expect(keyed.body.state).toBe('authorized')
+      approved.push(keyed.body.id)
+      expect(shedder.shed).toBe(1)
+      expect((await app.ops('GET', '/ops/v1/payments/stats')).body.shedding).toEqual({ enabled: true, share: 1, shed: 1 })
+      // Recorded behind: readable as answered, with its event, once its record lands.
+      const recorder = declineRecorderOf(runtime)
+      for (let tries = 0; recorder.backlog > 0 && tries < 500; tries++) await Bun.sleep(10)
+      expect((await fx.call('GET', `/v1/payments/${shed.body.id}`)).body).toEqual(shed.body)
+      expect(await eventsOf(shed.body.id)).toEqual(['payment.declined'])
+    } finally {
+      runtime.shedder = configured
+    }
+    // Off again: approved as before.
+    const after = await authorize('1')
+    expect(after.body.state).toBe('authorized')
+    approved.push(after.body.id)
+    expect((await app.ops('GET', '/ops/v1/payments/stats')).body.shedding.enabled).toBe(configured !== undefined)
     for (const id of approved) expect((await fx.call('POST', `/v1/payments/${id}/void`)).body.state).toBe('voided')
     await expectVerified(app)
   })

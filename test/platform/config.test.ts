@@ -28,6 +28,7 @@ describe('loadConfig', () => {
       allowLoopbackWebhooks: false,
       ledgerPipelineDepth: 2,
       ledgerPipelineMinOperations: 32,
+      loadShedding: true,
     })
     expect(config.dataDir).toBe(resolve('.data'))
   })
@@ -45,6 +46,7 @@ describe('loadConfig', () => {
       DATABASE_POOL_MAX: '20',
       LEDGER_PIPELINE_DEPTH: '3',
       LEDGER_PIPELINE_MIN_OPERATIONS: '8',
+      LOAD_SHEDDING: 'off',
       LOG_REQUESTS: 'yes',
       DEPOSIT_KEY_SEED: 'C0'.repeat(32),
     })
@@ -60,6 +62,7 @@ describe('loadConfig', () => {
       databasePoolMax: 20,
       ledgerPipelineDepth: 3,
       ledgerPipelineMinOperations: 8,
+      loadShedding: false,
       logRequests: true,
       depositKeySeedHex: 'c0'.repeat(32),
     })

@@ -29,7 +29,17 @@ export function paymentsOpsRoutes(runtime: Runtime) {
           oldestWaitMs: t.Number({ description: 'How long the oldest of them has waited, being written included; 0 when none waits' }),
         },
         {
-          description: `How far decline records are behind the answers. A decline waits for its record (so it is durable when answered) unless the database is failing, or it has no Idempotency-Key and the oldest waiting record has waited over ${service.DECLINE_RECORD_LAG_MAX_MS} ms (past capacity); those are answered at once and recorded behind, read from this instance's memory until then.`,
+          description: `How far decline records are behind the answers. A decline waits for its record (so it is durable when answered) unless the database is failing, it was shed, or it has no Idempotency-Key and the oldest waiting record has waited over ${service.DECLINE_RECORD_LAG_MAX_MS} ms (past capacity); those are answered at once and recorded behind, read from this instance's memory until then.`,
+        },
+      ),
+      shedding: t.Object(
+        {
+          enabled: t.Boolean({ description: 'Load shedding is on (LOAD_SHEDDING, on a Postgres server)' }),
+          share: t.Number({ description: 'The share of authorizations without an Idempotency-Key declined at once right now, 0 to 1' }),
+          shed: t.Integer({ description: 'Authorizations shed since this instance started (declined processing_timeout)' }),
+        },
+        {
+          description: `Load shedding: while this instance's event loop runs late tick after tick (its one thread past capacity, not a single stall), a share of the authorizations without an Idempotency-Key is declined processing_timeout before anything is reserved, answered at once and recorded behind; the share grows while the lateness stands and falls back to 0 once ticks are on time.`,
         },
       ),
     }),

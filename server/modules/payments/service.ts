@@ -319,11 +319,17 @@ export async function authorizePayment(runtime: Runtime, orgId: string, input: A
  * queues and the caller's own delays. Refusals of malformed input (400, 404) are not counted. And
  * how far decline records are behind the answers.
  */
-export function paymentsStats(runtime: Runtime): { answerLatencyMs: HistogramSnapshot; declineRecords: { waiting: number; oldestWaitMs: number } } {
+export function paymentsStats(runtime: Runtime): {
+  answerLatencyMs: HistogramSnapshot
+  declineRecords: { waiting: number; oldestWaitMs: number }
+  shedding: { enabled: boolean; share: number; shed: number }
+} {
   const state = stateOf(runtime)
+  const shedder = runtime.shedder
   return {
     answerLatencyMs: state.answerLatency.snapshot(),
     declineRecords: { waiting: state.declines.backlog, oldestWaitMs: Math.round(state.declines.oldestWaitMs() * 100) / 100 },
+    shedding: { enabled: shedder !== undefined, share: Math.round((shedder?.currentShare ?? 0) * 100) / 100, shed: shedder?.shed ?? 0 },
   }
 }
 
@@ -366,6 +372,12 @@ async function authorizeWithin(runtime: Runtime, orgId: string, input: Authorize
   try {
     assertWithinLimits(amountMinor, runtime.ledger.policy(info.asset), info.decimals)
     if (account.status === 'frozen') throw new ApiError('account_frozen', 'frozen')
+    // Load shedding: the server's thread is past its capacity (see `LoadShedder`). Declined before
+    // anything is reserved, answered at once and recorded behind. Keyed requests are never shed:
+    // their key must answer the same on every instance, so they wait for their record.
+    if (context.idempotency === undefined && runtime.shedder?.shouldShed()) {
+      return decline(runtime, row, 'processing_timeout', account.externalId, budget, context, true)
+    }
     // Admission: when the writer's queue is already longer than the budget left, the approval could
     // not be durable in time; declining now keeps the writer approving at its capacity. A standing
     // queue (past capacity) is held to its target, so admitted approvals still answer within the
@@ -549,7 +561,7 @@ async function untilDurable(runtime: Runtime, paymentId: string, write: () => Pr
  * Records a decline (with the request's idempotency record) and answers it; if the record is not
  * durable within the budget the answer is given anyway and the record finishes later.
  */
-async function decline(runtime: Runtime, payment: PaymentRow, failureCode: FailureCode, externalId: string | null, budget: Budget, context: AuthorizeContext): Promise<AuthorizeAnswer> {
+async function decline(runtime: Runtime, payment: PaymentRow, failureCode: FailureCode, externalId: string | null, budget: Budget, context: AuthorizeContext, shed = false): Promise<AuthorizeAnswer> {
   const declined: PaymentRow = { ...payment, state: 'declined', failureCode, closedAt: payment.createdAt }
   const view = toPaymentView(declined)
   const body = JSON.stringify(view)
@@ -580,8 +592,9 @@ async function decline(runtime: Runtime, payment: PaymentRow, failureCode: Failu
   //   the decline has no key. Waiting there made every decline take the whole budget, and answers
   //   crossed 500 ms once the server's thread was the bottleneck (7,171 of them in 8 s at 15,000/s
   //   offered). A keyed decline still waits, within the budget: its key must not be answered
-  //   otherwise by another instance meanwhile.
-  if (!runtime.ledger.writer.healthy()) return { kind: 'answer', body }
+  //   otherwise by another instance meanwhile;
+  // - the request is shed (it has no key): the thread has no time to spare for waiting.
+  if (shed || !runtime.ledger.writer.healthy()) return { kind: 'answer', body }
   if (claim === undefined && state.declines.oldestWaitMs() > DECLINE_RECORD_LAG_MAX_MS) return { kind: 'answer', body }
   const outcome = await budget.race(write)
   if (outcome.kind === 'done' && outcome.value === 'key_taken') {

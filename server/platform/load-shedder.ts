@@ -1,0 +1,57 @@
+/**
+ * Past the server's capacity its one thread is the bottleneck: requests it has not read yet wait in
+ * the kernel, outside any budget, and every answer it gives late makes the next ones later. The
+ * shedder tells that standing overload from a single stall by how late the event loop's ticks fire
+ * (`LoopLag`), the way CoDel tells a standing queue from a burst: one late tick (a full garbage
+ * collection, a slow step) is followed by ticks on time once its backlog is read, while an
+ * overloaded thread never catches up, so tick after tick is late. While that lasts, a share of the
+ * authorizations that can be declined cheaply is declined at once, and the share falls back to
+ * nothing once ticks are on time again.
+ */
+export interface SheddingPolicy {
+  /** A tick later than this counts as late. */
+  lateMs: number
+  /** Consecutive late ticks that make a standing lateness (one alone is a stall). */
+  lateTicks: number
+  /** The share shed grows by this for each late tick of a standing lateness… */
+  stepUp: number
+  /** …and falls by this for each tick on time. */
+  stepDown: number
+}
+
+export const DEFAULT_SHEDDING: SheddingPolicy = { lateMs: 10, lateTicks: 2, stepUp: 0.25, stepDown: 0.05 }
+
+export class LoadShedder {
+  private share = 0
+  private lateRun = 0
+  /** Authorizations shed since start. */
+  shed = 0
+
+  constructor(
+    private readonly policy: SheddingPolicy = DEFAULT_SHEDDING,
+    private readonly random: () => number = Math.random,
+  ) {}
+
+  /** Fed by every tick of the loop's clock with how late it fired. */
+  observe(lagMs: number): void {
+    if (lagMs > this.policy.lateMs) {
+      this.lateRun += 1
+      if (this.lateRun >= this.policy.lateTicks) this.share = Math.min(1, this.share + this.policy.stepUp)
+      return
+    }
+    this.lateRun = 0
+    this.share = Math.max(0, this.share - this.policy.stepDown)
+  }
+
+  /** The share of sheddable requests declined right now, 0 to 1. */
+  get currentShare(): number {
+    return this.share
+  }
+
+  /** Whether this request is shed (counted when it is). */
+  shouldShed(): boolean {
+    if (this.share === 0 || this.random() >= this.share) return false
+    this.shed += 1
+    return true
+  }
+}
