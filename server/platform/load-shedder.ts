@@ -5,8 +5,10 @@
  * (`LoopLag`), the way CoDel tells a standing queue from a burst: one late tick (a full garbage
  * collection, a slow step) is followed by ticks on time once its backlog is read, while an
  * overloaded thread never catches up, so tick after tick is late. While that lasts, a share of the
- * authorizations that can be declined cheaply is declined at once, and the share falls back to
- * nothing once ticks are on time again.
+ * authorizations that can be declined cheaply is declined at once, and the share falls back,
+ * step by step, to nothing once ticks are on time again. The defaults favour the 500 ms budget over
+ * never shedding at saturation; the rules compared to reach them are in the README ("Load
+ * shedding").
  */
 export interface SheddingPolicy {
   /** A tick later than this counts as late. */
