@@ -14,11 +14,14 @@
  * - `select`: the same, after a prepared `select 1` on one postgres.js connection;
  * - `commit`: the same, after a prepared one-row insert that commits by itself (synchronous commit,
  *   as Kassa's ledger writer) on one postgres.js connection;
+ * - `group`: the same, but requests are committed in groups: whenever no insert is in flight, every
+ *   request waiting goes out as one multi-row insert on the one connection (the least a group commit
+ *   does, and the floor under Kassa's latency at rates one commit per request cannot carry);
  * - `kassa`: the real server (`server/main.ts`), 8 organizations of 32 funded accounts, as in
  *   `npm run bench`.
  * Postgres is reached as `npm run bench` reaches it (its Unix socket when there is one).
  *
- *   ./node_modules/.bin/bun bench/latency-floor.ts        (LATENCY_FLOOR_SERVERS=bare,select,commit,kassa)
+ *   ./node_modules/.bin/bun bench/latency-floor.ts        (LATENCY_FLOOR_SERVERS=bare,select,commit,group,kassa)
  *
  * `npm run bench` runs `bare`, `select` and `commit` in its floor part, beside its own runs of Kassa.
  */
@@ -36,6 +39,8 @@ const REQUEST_BODY = JSON.stringify({ accountId: 'acct_01a211360851759a822561f30
 
 export interface LatencyFloor {
   server: string
+  /** Offered requests per second. */
+  rate: number
   answered: number
   notApproved: number
   p50Ms: number
@@ -52,6 +57,31 @@ function connect(databaseUrl: string): postgres.Sql {
   return postgres(url, { max: 1, onnotice: () => {}, ...(host === undefined ? {} : { host }) })
 }
 
+/**
+ * The least a group commit can do: requests wait in a queue; whenever no batch is in flight,
+ * everything queued goes out as one multi-row insert that commits by itself, and each waiter is
+ * answered once it is durable.
+ */
+function groupCommit(insert: (count: number) => Promise<unknown>): () => Promise<void> {
+  let waiting: Array<() => void> = []
+  let inFlight = false
+  const flush = async () => {
+    inFlight = true
+    while (waiting.length > 0) {
+      const batch = waiting
+      waiting = []
+      await insert(batch.length)
+      for (const resolve of batch) resolve()
+    }
+    inFlight = false
+  }
+  return () =>
+    new Promise<void>((resolve) => {
+      waiting.push(resolve)
+      if (!inFlight) void flush()
+    })
+}
+
 /** The child: a bare server, answering after `work`, until it is killed. Prints its address once it listens. */
 async function serve(kind: string, databaseUrl: string | undefined): Promise<void> {
   let work: () => Promise<unknown> = () => Promise.resolve()
@@ -61,7 +91,11 @@ async function serve(kind: string, databaseUrl: string | undefined): Promise<voi
     else {
       await sql`create table if not exists latency_floor (id text primary key, amount numeric(38, 0) not null, data jsonb not null)`
       let next = 0
-      work = () => sql`insert into latency_floor (id, amount, data) values (${`row_${process.pid}_${next++}`}, 100, ${REQUEST_BODY}::jsonb)`
+      if (kind === 'commit') work = () => sql`insert into latency_floor (id, amount, data) values (${`row_${process.pid}_${next++}`}, 100, ${REQUEST_BODY}::jsonb)`
+      else work = groupCommit((count) => {
+        const ids = Array.from({ length: count }, () => `row_${process.pid}_${next++}`)
+        return sql`insert into latency_floor (id, amount, data) select id, 100, ${REQUEST_BODY}::jsonb from unnest(${ids}::text[]) as id`
+      })
     }
     await work()
   }
@@ -82,10 +116,10 @@ function startBare(kind: string, databaseUrl: string): Promise<ServerProcess> {
   return startListening([process.execPath, import.meta.path, 'serve', kind], { LATENCY_FLOOR_DATABASE_URL: databaseUrl })
 }
 
-/** Drives `base` at RATE for the warm-up and the measured run; answers the measured run's figures. */
-async function drive(server: string, base: string, requests: (client: KeepAliveClient) => Buffer[]): Promise<LatencyFloor> {
+/** Drives `base` at `rate` for the warm-up and the measured run; answers the measured run's figures. */
+async function drive(server: string, base: string, rate: number, requests: (client: KeepAliveClient) => Buffer[]): Promise<LatencyFloor> {
   const client = new KeepAliveClient(base)
-  await client.warm(Math.ceil(RATE / 2))
+  await client.warm(Math.ceil(rate / 2))
   const prepared = requests(client)
   const latencies: number[] = []
   let notApproved = 0
@@ -108,15 +142,16 @@ async function drive(server: string, base: string, requests: (client: KeepAliveC
       },
     )
   }
-  await paced(RATE, WARMUP_MS, send)
+  await paced(rate, WARMUP_MS, send)
   recording = true
-  const { lateMaxMs } = await paced(RATE, DURATION_MS, send)
+  const { lateMaxMs } = await paced(rate, DURATION_MS, send)
   recording = false
   while (outstanding > 0) await Bun.sleep(5)
   client.close()
   latencies.sort((a, b) => a - b)
   return {
     server,
+    rate,
     answered: latencies.length,
     notApproved,
     p50Ms: round2(percentile(latencies, 0.5)),
@@ -128,7 +163,7 @@ async function drive(server: string, base: string, requests: (client: KeepAliveC
   }
 }
 
-async function measure(kind: string): Promise<LatencyFloor> {
+async function measure(kind: string, rate: number): Promise<LatencyFloor> {
   const database = await createBenchDatabase(`latency_floor_${kind}`)
   try {
     if (kind === 'kassa') {
@@ -137,7 +172,7 @@ async function measure(kind: string): Promise<LatencyFloor> {
         const orgs: BenchOrg[] = []
         for (let index = 0; index < 8; index++) orgs.push(await createFundedOrg(server.base, `floor-${index}`, 32, '10000000'))
         const targets = orgs.flatMap((org) => org.accounts.map((account) => ({ key: org.key, account })))
-        return await drive(kind, server.base, (client) =>
+        return await drive(kind, server.base, rate, (client) =>
           targets.map((target) => client.prepare('POST', '/v1/payments/authorize', { authorization: `Bearer ${target.key}`, 'content-type': 'application/json' }, JSON.stringify({ accountId: target.account, asset: 'USDC', amount: '1.00' }))),
         )
       } finally {
@@ -146,7 +181,7 @@ async function measure(kind: string): Promise<LatencyFloor> {
     }
     const server = await startBare(kind, database.serverEnv.DATABASE_URL!)
     try {
-      return await drive(kind, server.base, (client) => [client.prepare('POST', '/v1/payments/authorize', { 'content-type': 'application/json' }, REQUEST_BODY)])
+      return await drive(kind, server.base, rate, (client) => [client.prepare('POST', '/v1/payments/authorize', { 'content-type': 'application/json' }, REQUEST_BODY)])
     } finally {
       await server.stop()
     }
@@ -155,14 +190,14 @@ async function measure(kind: string): Promise<LatencyFloor> {
   }
 }
 
-/** Measures each server in turn (`bare`, `select`, `commit`, `kassa`), printing a line for each. */
-export async function measureLatencyFloors(kinds: string[]): Promise<LatencyFloor[]> {
+/** Measures each server in turn (`bare`, `select`, `commit`, `group`, `kassa`) at `rate`, printing a line for each. */
+export async function measureLatencyFloors(kinds: string[], rate = RATE): Promise<LatencyFloor[]> {
   const floors: LatencyFloor[] = []
   for (const kind of kinds) {
-    const floor = await measure(kind)
+    const floor = await measure(kind, rate)
     floors.push(floor)
     console.log(
-      `latency floor | ${kind.padEnd(6)} | ${RATE}/s offered | ${floor.answered} answered${floor.notApproved > 0 ? ` (${floor.notApproved} not approved)` : ''} | p50 ${floor.p50Ms} ms | p90 ${floor.p90Ms} ms | p99 ${floor.p99Ms} ms | p99.9 ${floor.p999Ms} ms | max ${floor.maxMs} ms | generator late by up to ${floor.generatorLateMaxMs} ms`,
+      `latency floor | ${kind.padEnd(6)} | ${rate}/s offered | ${floor.answered} answered${floor.notApproved > 0 ? ` (${floor.notApproved} not approved)` : ''} | p50 ${floor.p50Ms} ms | p90 ${floor.p90Ms} ms | p99 ${floor.p99Ms} ms | p99.9 ${floor.p999Ms} ms | max ${floor.maxMs} ms | generator late by up to ${floor.generatorLateMaxMs} ms`,
     )
   }
   return floors
@@ -171,9 +206,9 @@ export async function measureLatencyFloors(kinds: string[]): Promise<LatencyFloo
 /** The markdown table of `measureLatencyFloors`' figures. */
 export function latencyFloorTable(floors: LatencyFloor[]): string[] {
   return [
-    '| server | answered | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms |',
-    '|---|---|---|---|---|---|---|',
-    ...floors.map((floor) => `| ${floor.server} | ${floor.answered} | ${floor.p50Ms} | ${floor.p90Ms} | ${floor.p99Ms} | ${floor.p999Ms} | ${floor.maxMs} |`),
+    '| server | offered /s | answered | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms |',
+    '|---|---|---|---|---|---|---|---|',
+    ...floors.map((floor) => `| ${floor.server} | ${floor.rate} | ${floor.answered} | ${floor.p50Ms} | ${floor.p90Ms} | ${floor.p99Ms} | ${floor.p999Ms} | ${floor.maxMs} |`),
   ]
 }
 
