@@ -10,6 +10,14 @@ import { TcpProxy, type ProxyMode } from '../support/tcp-proxy.ts'
 const OPERATOR_TOKEN = 'proxy-test-operator-token-0123456789abcdef'
 /** Concurrent clients sending authorizations back to back. */
 const CLIENTS = 6
+/**
+ * At most this many authorizations a second across the clients. Unpaced, the stream grew with the
+ * machine: declines during the stall come back at once, and on a fast machine 131,000
+ * authorizations had to be listed and checked afterwards, past the test's time limit. Paced, every
+ * phase still sees thousands of them.
+ */
+const STREAM_RATE_MAX = 1_200
+const CLIENT_INTERVAL_MS = (CLIENTS * 1000) / STREAM_RATE_MAX
 const HEALTHY_MS = 1_500
 const STALLED_MS = 3_000
 const CLOSED_MS = 2_500
@@ -95,6 +103,8 @@ describe('authorization while the database connection fails', () => {
           } catch (error) {
             failures.push(`${sentIn}: no answer after ${Math.round(performance.now() - started)} ms: ${String(error)}`)
           }
+          const pause = started + CLIENT_INTERVAL_MS - performance.now()
+          if (pause > 0) await Bun.sleep(pause)
         }
       }
       // A phase names what the proxy certainly does: an outage phase starts once the proxy has
