@@ -244,6 +244,15 @@ export interface CpuSnapshot {
   machineAllMs: number
   /** Of all: time the hypervisor ran something else while a core of this machine wanted to run (steal). */
   machineStolenMs: number
+  /**
+   * Time each waited for a core while it was ready to run (the kernel's run-queue wait, from
+   * /proc/<pid>/schedstat): the generator's and the server's main threads, and every Postgres
+   * process together. On two shared cores this is where a busy machine's latency hides: time an
+   * answer was ready to be worked on and nothing ran it.
+   */
+  generatorMainWaitMs: number
+  serverMainWaitMs: number
+  postgresWaitMs: number
 }
 
 const TICK_MS = 10
@@ -251,6 +260,15 @@ const TICK_MS = 10
 /** CPU time (user + system, ms) a process has used so far, from /proc; 0 once it is gone. */
 export function processCpuMs(pid: number | string): number {
   return statCpuMs(`/proc/${pid}/stat`)
+}
+
+/** Time (ms) a thread has waited on a run queue while ready to run, from /proc/<pid>/task/<tid>/schedstat; 0 where it is missing. */
+function runQueueWaitMs(path: string): number {
+  try {
+    return Number(readFileSync(path, 'utf8').split(' ')[1]) / 1e6
+  } catch {
+    return 0 // gone meanwhile, or no scheduler statistics
+  }
 }
 
 /** CPU time of this process' main (JavaScript) thread so far, from /proc, in milliseconds (0 where /proc is missing). */
@@ -273,8 +291,9 @@ function statCpuMs(path: string): number {
  * process, the server and Postgres (every backend and helper process) used. Zeros elsewhere.
  */
 export function cpuSnapshot(serverPid: number): CpuSnapshot {
-  if (!existsSync('/proc/stat')) return { generatorMs: 0, serverMs: 0, serverMainMs: 0, postgresMs: 0, machineBusyMs: 0, machineAllMs: 0, machineStolenMs: 0 }
+  if (!existsSync('/proc/stat')) return { generatorMs: 0, serverMs: 0, serverMainMs: 0, postgresMs: 0, machineBusyMs: 0, machineAllMs: 0, machineStolenMs: 0, generatorMainWaitMs: 0, serverMainWaitMs: 0, postgresWaitMs: 0 }
   let postgresMs = 0
+  let postgresWaitMs = 0
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue
     let comm = ''
@@ -283,7 +302,10 @@ export function cpuSnapshot(serverPid: number): CpuSnapshot {
     } catch {
       continue
     }
-    if (comm === 'postgres' || comm === 'postmaster') postgresMs += processCpuMs(entry)
+    if (comm === 'postgres' || comm === 'postmaster') {
+      postgresMs += processCpuMs(entry)
+      postgresWaitMs += runQueueWaitMs(`/proc/${entry}/schedstat`)
+    }
   }
   // user nice system idle iowait irq softirq steal (guest and guest_nice are already inside user and nice).
   const cpu = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.split(/\s+/).slice(1, 9).map(Number)
@@ -294,7 +316,11 @@ export function cpuSnapshot(serverPid: number): CpuSnapshot {
     generatorMs: (usage.user + usage.system) / 1000,
     serverMs: processCpuMs(serverPid),
     serverMainMs: statCpuMs(`/proc/${serverPid}/task/${serverPid}/stat`),
-    postgresMs, machineBusyMs: (all - idle) * TICK_MS, machineAllMs: all * TICK_MS, machineStolenMs: (cpu[7] ?? 0) * TICK_MS }
+    postgresMs, machineBusyMs: (all - idle) * TICK_MS, machineAllMs: all * TICK_MS, machineStolenMs: (cpu[7] ?? 0) * TICK_MS,
+    generatorMainWaitMs: runQueueWaitMs(`/proc/${process.pid}/task/${process.pid}/schedstat`),
+    serverMainWaitMs: runQueueWaitMs(`/proc/${serverPid}/task/${serverPid}/schedstat`),
+    postgresWaitMs,
+  }
 }
 
 /**
@@ -306,9 +332,12 @@ export function cpuPerOperation(
   before: CpuSnapshot,
   after: CpuSnapshot,
   operations: number,
-): { generatorUs: number; serverUs: number; serverMainUs: number; postgresUs: number; machineBusyPercent: number; machineStolenMs: number; allCoresCeilingPerSecond: number } {
+): CpuPerOperation {
   const per = (ms: number) => (operations === 0 ? 0 : round2((ms * 1000) / operations))
   const all = after.machineAllMs - before.machineAllMs
+  // Wall time of the run, per core: the machine's clock ticks over all cores, divided by their number.
+  const wallMs = all / availableParallelism()
+  const waitShare = (ms: number) => (wallMs <= 0 ? 0 : Math.round((ms / wallMs) * 1000) / 10)
   const generatorUs = per(after.generatorMs - before.generatorMs)
   const serverUs = per(after.serverMs - before.serverMs)
   const postgresUs = per(after.postgresMs - before.postgresMs)
@@ -321,7 +350,29 @@ export function cpuPerOperation(
     machineBusyPercent: all === 0 ? 0 : Math.round(((after.machineBusyMs - before.machineBusyMs) / all) * 100),
     machineStolenMs: after.machineStolenMs - before.machineStolenMs,
     allCoresCeilingPerSecond: perAnswerUs === 0 ? 0 : Math.floor((availableParallelism() * 1_000_000) / perAnswerUs),
+    generatorMainWaitPercent: waitShare(after.generatorMainWaitMs - before.generatorMainWaitMs),
+    serverMainWaitPercent: waitShare(after.serverMainWaitMs - before.serverMainWaitMs),
+    postgresWaitPercent: waitShare(after.postgresWaitMs - before.postgresWaitMs),
   }
+}
+
+/** What `cpuPerOperation` answers. */
+export interface CpuPerOperation {
+  generatorUs: number
+  serverUs: number
+  serverMainUs: number
+  postgresUs: number
+  machineBusyPercent: number
+  machineStolenMs: number
+  allCoresCeilingPerSecond: number
+  /**
+   * Share of the run's wall time (%) that each waited for a core while ready to run: the
+   * generator's and the server's main threads, and all Postgres processes together (which can
+   * pass 100 with several waiting at once).
+   */
+  generatorMainWaitPercent: number
+  serverMainWaitPercent: number
+  postgresWaitPercent: number
 }
 
 /** An organization made in process through `app.handle`, with its test key and funded accounts. */
