@@ -23,7 +23,8 @@
  *
  *   ./node_modules/.bin/bun bench/latency-floor.ts        (LATENCY_FLOOR_SERVERS=bare,select,commit,group,kassa)
  *
- * `npm run bench` runs `bare`, `select` and `commit` in its floor part, beside its own runs of Kassa.
+ * `npm run bench` runs `bare`, `select` and `commit` at 1000/s and `group` at 10,000/s in its floor
+ * part, beside its own runs of Kassa.
  */
 import postgres from 'postgres'
 import { socketOf } from '../db/client.ts'
@@ -63,21 +64,25 @@ function connect(databaseUrl: string): postgres.Sql {
  * answered once it is durable.
  */
 function groupCommit(insert: (count: number) => Promise<unknown>): () => Promise<void> {
-  let waiting: Array<() => void> = []
+  let waiting: Array<{ resolve: () => void; reject: (error: unknown) => void }> = []
   let inFlight = false
   const flush = async () => {
     inFlight = true
     while (waiting.length > 0) {
       const batch = waiting
       waiting = []
-      await insert(batch.length)
-      for (const resolve of batch) resolve()
+      try {
+        await insert(batch.length)
+        for (const waiter of batch) waiter.resolve()
+      } catch (error) {
+        for (const waiter of batch) waiter.reject(error)
+      }
     }
     inFlight = false
   }
   return () =>
-    new Promise<void>((resolve) => {
-      waiting.push(resolve)
+    new Promise<void>((resolve, reject) => {
+      waiting.push({ resolve, reject })
       if (!inFlight) void flush()
     })
 }
@@ -88,7 +93,7 @@ async function serve(kind: string, databaseUrl: string | undefined): Promise<voi
   if (kind !== 'bare') {
     const sql = connect(databaseUrl!)
     if (kind === 'select') work = () => sql`select 1 as one`
-    else {
+    else if (kind === 'commit' || kind === 'group') {
       await sql`create table if not exists latency_floor (id text primary key, amount numeric(38, 0) not null, data jsonb not null)`
       let next = 0
       if (kind === 'commit') work = () => sql`insert into latency_floor (id, amount, data) values (${`row_${process.pid}_${next++}`}, 100, ${REQUEST_BODY}::jsonb)`
@@ -96,7 +101,7 @@ async function serve(kind: string, databaseUrl: string | undefined): Promise<voi
         const ids = Array.from({ length: count }, () => `row_${process.pid}_${next++}`)
         return sql`insert into latency_floor (id, amount, data) select id, 100, ${REQUEST_BODY}::jsonb from unnest(${ids}::text[]) as id`
       })
-    }
+    } else throw new Error(`unknown latency floor server ${kind} (bare, select, commit, group)`)
     await work()
   }
   const server = Bun.serve({
