@@ -21,6 +21,13 @@
  *   `npm run bench`.
  * Postgres is reached as `npm run bench` reaches it (its Unix socket when there is one).
  *
+ * Added cost, to ask what a server with Kassa's CPU per request but nothing else of Kassa's (one
+ * multi-row insert per group, no writer pipeline, no admission or shedding) would answer: with
+ * LATENCY_FLOOR_BURN_SERVER_US the bare servers spin that long on their thread per request before
+ * answering, and with LATENCY_FLOOR_BURN_POSTGRES_ROWS every row `commit` and `group` insert makes
+ * Postgres count that many rows of a series first (about 46 µs of its CPU per 1000 on the twelfth
+ * machine). Both default to 0; `npm run bench` never sets them.
+ *
  *   ./node_modules/.bin/bun bench/latency-floor.ts        (LATENCY_FLOOR_SERVERS=bare,select,commit,group,kassa)
  *
  * `npm run bench` runs `bare`, `select` and `commit` at 1000/s and `group` at 10,000/s in its floor
@@ -29,9 +36,11 @@
 import postgres from 'postgres'
 import { socketOf } from '../db/client.ts'
 import { KeepAliveClient, type HttpAnswer } from './http-client.ts'
-import { benchTransport, createBenchDatabase, createFundedOrg, paced, percentile, round2, startListening, startServer, writeResults, type BenchOrg, type ServerProcess } from './support.ts'
+import { benchTransport, cpuPerOperation, cpuSnapshot, createBenchDatabase, createFundedOrg, paced, percentile, round2, startListening, startServer, writeResults, type BenchOrg, type ServerProcess } from './support.ts'
 
 const RATE = Number(process.env.LATENCY_FLOOR_RATE ?? 1000)
+const BURN_SERVER_US = Number(process.env.LATENCY_FLOOR_BURN_SERVER_US ?? 0)
+const BURN_POSTGRES_ROWS = Math.trunc(Number(process.env.LATENCY_FLOOR_BURN_POSTGRES_ROWS ?? 0))
 const DURATION_MS = Number(process.env.LATENCY_FLOOR_DURATION_MS ?? 8000)
 const WARMUP_MS = 1500
 
@@ -50,6 +59,10 @@ export interface LatencyFloor {
   p999Ms: number
   maxMs: number
   generatorLateMaxMs: number
+  /** CPU per answer (µs) of the server process and of Postgres over the measured run, and how busy the machine was (%). */
+  serverUs: number
+  postgresUs: number
+  machineBusyPercent: number
 }
 
 /** One postgres.js connection, over the Unix socket a `?host=/socket/folder` URL names (as Kassa connects). */
@@ -96,10 +109,12 @@ async function serve(kind: string, databaseUrl: string | undefined): Promise<voi
     else if (kind === 'commit' || kind === 'group') {
       await sql`create table if not exists latency_floor (id text primary key, amount numeric(38, 0) not null, data jsonb not null)`
       let next = 0
-      if (kind === 'commit') work = () => sql`insert into latency_floor (id, amount, data) values (${`row_${process.pid}_${next++}`}, 100, ${REQUEST_BODY}::jsonb)`
+      // The burn is a subquery correlated with the row (an uncorrelated one would run once per statement).
+      const amount = BURN_POSTGRES_ROWS > 0 ? sql`(select count(*) from generate_series(1, ${BURN_POSTGRES_ROWS}::int + length(id) * 0))` : sql`100`
+      if (kind === 'commit') work = () => sql`insert into latency_floor (id, amount, data) select id, ${amount}, ${REQUEST_BODY}::jsonb from (select ${`row_${process.pid}_${next++}`}::text as id) as row`
       else work = groupCommit((count) => {
         const ids = Array.from({ length: count }, () => `row_${process.pid}_${next++}`)
-        return sql`insert into latency_floor (id, amount, data) select id, 100, ${REQUEST_BODY}::jsonb from unnest(${ids}::text[]) as id`
+        return sql`insert into latency_floor (id, amount, data) select id, ${amount}, ${REQUEST_BODY}::jsonb from unnest(${ids}::text[]) as id`
       })
     } else throw new Error(`unknown latency floor server ${kind} (bare, select, commit, group)`)
     await work()
@@ -109,6 +124,10 @@ async function serve(kind: string, databaseUrl: string | undefined): Promise<voi
     hostname: '127.0.0.1',
     async fetch(request) {
       await request.json()
+      if (BURN_SERVER_US > 0) {
+        const until = performance.now() + BURN_SERVER_US / 1000
+        while (performance.now() < until) {}
+      }
       await work()
       return new Response(ANSWER, { status: 201, headers: { 'content-type': 'application/json' } })
     },
@@ -122,7 +141,8 @@ function startBare(kind: string, databaseUrl: string): Promise<ServerProcess> {
 }
 
 /** Drives `base` at `rate` for the warm-up and the measured run; answers the measured run's figures. */
-async function drive(server: string, base: string, rate: number, requests: (client: KeepAliveClient) => Buffer[]): Promise<LatencyFloor> {
+async function drive(server: string, running: ServerProcess, rate: number, requests: (client: KeepAliveClient) => Buffer[]): Promise<LatencyFloor> {
+  const base = running.base
   const client = new KeepAliveClient(base)
   await client.warm(Math.ceil(rate / 2))
   const prepared = requests(client)
@@ -149,9 +169,11 @@ async function drive(server: string, base: string, rate: number, requests: (clie
   }
   await paced(rate, WARMUP_MS, send)
   recording = true
+  const before = cpuSnapshot(running.process.pid)
   const { lateMaxMs } = await paced(rate, DURATION_MS, send)
   recording = false
   while (outstanding > 0) await Bun.sleep(5)
+  const cpu = cpuPerOperation(before, cpuSnapshot(running.process.pid), latencies.length)
   client.close()
   latencies.sort((a, b) => a - b)
   return {
@@ -165,6 +187,9 @@ async function drive(server: string, base: string, rate: number, requests: (clie
     p999Ms: round2(percentile(latencies, 0.999)),
     maxMs: round2(latencies.at(-1) ?? 0),
     generatorLateMaxMs: round2(lateMaxMs),
+    serverUs: cpu.serverUs,
+    postgresUs: cpu.postgresUs,
+    machineBusyPercent: cpu.machineBusyPercent,
   }
 }
 
@@ -177,7 +202,7 @@ async function measure(kind: string, rate: number): Promise<LatencyFloor> {
         const orgs: BenchOrg[] = []
         for (let index = 0; index < 8; index++) orgs.push(await createFundedOrg(server.base, `floor-${index}`, 32, '10000000'))
         const targets = orgs.flatMap((org) => org.accounts.map((account) => ({ key: org.key, account })))
-        return await drive(kind, server.base, rate, (client) =>
+        return await drive(kind, server, rate, (client) =>
           targets.map((target) => client.prepare('POST', '/v1/payments/authorize', { authorization: `Bearer ${target.key}`, 'content-type': 'application/json' }, JSON.stringify({ accountId: target.account, asset: 'USDC', amount: '1.00' }))),
         )
       } finally {
@@ -186,7 +211,7 @@ async function measure(kind: string, rate: number): Promise<LatencyFloor> {
     }
     const server = await startBare(kind, database.serverEnv.DATABASE_URL!)
     try {
-      return await drive(kind, server.base, rate, (client) => [client.prepare('POST', '/v1/payments/authorize', { 'content-type': 'application/json' }, REQUEST_BODY)])
+      return await drive(kind, server, rate, (client) => [client.prepare('POST', '/v1/payments/authorize', { 'content-type': 'application/json' }, REQUEST_BODY)])
     } finally {
       await server.stop()
     }
@@ -202,7 +227,7 @@ export async function measureLatencyFloors(kinds: string[], rate = RATE): Promis
     const floor = await measure(kind, rate)
     floors.push(floor)
     console.log(
-      `latency floor | ${kind.padEnd(6)} | ${rate}/s offered | ${floor.answered} answered${floor.notApproved > 0 ? ` (${floor.notApproved} not approved)` : ''} | p50 ${floor.p50Ms} ms | p90 ${floor.p90Ms} ms | p99 ${floor.p99Ms} ms | p99.9 ${floor.p999Ms} ms | max ${floor.maxMs} ms | generator late by up to ${floor.generatorLateMaxMs} ms`,
+      `latency floor | ${kind.padEnd(6)} | ${rate}/s offered | ${floor.answered} answered${floor.notApproved > 0 ? ` (${floor.notApproved} not approved)` : ''} | p50 ${floor.p50Ms} ms | p90 ${floor.p90Ms} ms | p99 ${floor.p99Ms} ms | p99.9 ${floor.p999Ms} ms | max ${floor.maxMs} ms | generator late by up to ${floor.generatorLateMaxMs} ms | CPU per answer: server ${floor.serverUs} µs, Postgres ${floor.postgresUs} µs, machine ${floor.machineBusyPercent}% busy`,
     )
   }
   return floors
@@ -211,9 +236,9 @@ export async function measureLatencyFloors(kinds: string[], rate = RATE): Promis
 /** The markdown table of `measureLatencyFloors`' figures. */
 export function latencyFloorTable(floors: LatencyFloor[]): string[] {
   return [
-    '| server | offered /s | answered | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms |',
-    '|---|---|---|---|---|---|---|---|',
-    ...floors.map((floor) => `| ${floor.server} | ${floor.rate} | ${floor.answered} | ${floor.p50Ms} | ${floor.p90Ms} | ${floor.p99Ms} | ${floor.p999Ms} | ${floor.maxMs} |`),
+    '| server | offered /s | answered | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms | server µs | Postgres µs | machine busy |',
+    '|---|---|---|---|---|---|---|---|---|---|---|',
+    ...floors.map((floor) => `| ${floor.server} | ${floor.rate} | ${floor.answered} | ${floor.p50Ms} | ${floor.p90Ms} | ${floor.p99Ms} | ${floor.p999Ms} | ${floor.maxMs} | ${floor.serverUs} | ${floor.postgresUs} | ${floor.machineBusyPercent}% |`),
   ]
 }
 
@@ -222,7 +247,8 @@ export const LATENCY_FLOOR_RATE = RATE
 if (process.argv[2] === 'serve') {
   await serve(process.argv[3] ?? 'bare', process.env.LATENCY_FLOOR_DATABASE_URL)
 } else if (import.meta.main) {
-  console.log(`Latency floor: ${RATE}/s offered for ${DURATION_MS} ms per server after a ${WARMUP_MS} ms warm-up, Postgres over ${benchTransport()}, ${navigator.hardwareConcurrency} cores`)
+  const burn = BURN_SERVER_US > 0 || BURN_POSTGRES_ROWS > 0 ? `, added cost: ${BURN_SERVER_US} µs on the server's thread and ${BURN_POSTGRES_ROWS} series rows in Postgres per request` : ''
+  console.log(`Latency floor: ${RATE}/s offered for ${DURATION_MS} ms per server after a ${WARMUP_MS} ms warm-up, Postgres over ${benchTransport()}, ${navigator.hardwareConcurrency} cores${burn}`)
   const floors = await measureLatencyFloors((process.env.LATENCY_FLOOR_SERVERS ?? 'bare,select,commit,kassa').split(',').filter((name) => name !== ''))
   const markdown = [`# Latency floor, ${RATE}/s offered`, '', ...latencyFloorTable(floors), ''].join('\n')
   console.log(`results written to ${writeResults('latency-floor', { rate: RATE, durationMs: DURATION_MS, floors }, markdown)}`)
