@@ -111,7 +111,7 @@ async function serve(kind: string, databaseUrl: string | undefined): Promise<voi
       let next = 0
       // The burn is a subquery correlated with the row (an uncorrelated one would run once per statement).
       const amount = BURN_POSTGRES_ROWS > 0 ? sql`(select count(*) from generate_series(1, ${BURN_POSTGRES_ROWS}::int + length(id) * 0))` : sql`100`
-      if (kind === 'commit') work = () => sql`insert into latency_floor (id, amount, data) select id, ${amount}, ${REQUEST_BODY}::jsonb from (select ${`row_${process.pid}_${next++}`}::text as id) as row`
+      if (kind === 'commit') work = () => sql`insert into latency_floor (id, amount, data) select id, ${amount}, ${REQUEST_BODY}::jsonb from (select ${`row_${process.pid}_${next++}`}::text as id) as new_row`
       else work = groupCommit((count) => {
         const ids = Array.from({ length: count }, () => `row_${process.pid}_${next++}`)
         return sql`insert into latency_floor (id, amount, data) select id, ${amount}, ${REQUEST_BODY}::jsonb from unnest(${ids}::text[]) as id`
