@@ -238,7 +238,13 @@ export interface CpuSnapshot {
    * and the allocator's.
    */
   serverMainMs: number
-  postgresMs: number
+  /**
+   * Every Postgres process's CPU so far, by process id. A run's figure is the sum of each process's
+   * growth over it: a backend that started during the run counts from its start, and one that
+   * ended during it (a connection of the previous server closing) is left out, where a sum over
+   * whatever processes each snapshot saw went below zero when such a backend left.
+   */
+  postgresMsByPid: Map<string, number>
   /** The whole machine: busy and all (every core), from /proc/stat. */
   machineBusyMs: number
   machineAllMs: number
@@ -291,8 +297,8 @@ function statCpuMs(path: string): number {
  * process, the server and Postgres (every backend and helper process) used. Zeros elsewhere.
  */
 export function cpuSnapshot(serverPid: number): CpuSnapshot {
-  if (!existsSync('/proc/stat')) return { generatorMs: 0, serverMs: 0, serverMainMs: 0, postgresMs: 0, machineBusyMs: 0, machineAllMs: 0, machineStolenMs: 0, generatorMainWaitMs: 0, serverMainWaitMs: 0, postgresWaitMs: 0 }
-  let postgresMs = 0
+  if (!existsSync('/proc/stat')) return { generatorMs: 0, serverMs: 0, serverMainMs: 0, postgresMsByPid: new Map(), machineBusyMs: 0, machineAllMs: 0, machineStolenMs: 0, generatorMainWaitMs: 0, serverMainWaitMs: 0, postgresWaitMs: 0 }
+  const postgresMsByPid = new Map<string, number>()
   let postgresWaitMs = 0
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue
@@ -303,7 +309,7 @@ export function cpuSnapshot(serverPid: number): CpuSnapshot {
       continue
     }
     if (comm === 'postgres' || comm === 'postmaster') {
-      postgresMs += processCpuMs(entry)
+      postgresMsByPid.set(entry, processCpuMs(entry))
       postgresWaitMs += runQueueWaitMs(`/proc/${entry}/schedstat`)
     }
   }
@@ -316,7 +322,7 @@ export function cpuSnapshot(serverPid: number): CpuSnapshot {
     generatorMs: (usage.user + usage.system) / 1000,
     serverMs: processCpuMs(serverPid),
     serverMainMs: statCpuMs(`/proc/${serverPid}/task/${serverPid}/stat`),
-    postgresMs, machineBusyMs: (all - idle) * TICK_MS, machineAllMs: all * TICK_MS, machineStolenMs: (cpu[7] ?? 0) * TICK_MS,
+    postgresMsByPid, machineBusyMs: (all - idle) * TICK_MS, machineAllMs: all * TICK_MS, machineStolenMs: (cpu[7] ?? 0) * TICK_MS,
     generatorMainWaitMs: runQueueWaitMs(`/proc/${process.pid}/task/${process.pid}/schedstat`),
     serverMainWaitMs: runQueueWaitMs(`/proc/${serverPid}/task/${serverPid}/schedstat`),
     postgresWaitMs,
@@ -340,7 +346,9 @@ export function cpuPerOperation(
   const waitShare = (ms: number) => (wallMs <= 0 ? 0 : Math.round((ms / wallMs) * 1000) / 10)
   const generatorUs = per(after.generatorMs - before.generatorMs)
   const serverUs = per(after.serverMs - before.serverMs)
-  const postgresUs = per(after.postgresMs - before.postgresMs)
+  let postgresMs = 0
+  for (const [pid, ms] of after.postgresMsByPid) postgresMs += ms - Math.min(ms, before.postgresMsByPid.get(pid) ?? 0)
+  const postgresUs = per(postgresMs)
   const perAnswerUs = generatorUs + serverUs + postgresUs
   return {
     generatorUs,

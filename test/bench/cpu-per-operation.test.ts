@@ -1,0 +1,32 @@
+import { describe, expect, test } from 'bun:test'
+import { cpuPerOperation, type CpuSnapshot } from '../../bench/support.ts'
+
+function snapshot(postgres: Record<string, number>): CpuSnapshot {
+  return {
+    generatorMs: 0,
+    serverMs: 0,
+    serverMainMs: 0,
+    postgresMsByPid: new Map(Object.entries(postgres)),
+    machineBusyMs: 0,
+    machineAllMs: 0,
+    machineStolenMs: 0,
+    generatorMainWaitMs: 0,
+    serverMainWaitMs: 0,
+    postgresWaitMs: 0,
+  }
+}
+
+describe("the benchmarks' Postgres CPU per answer", () => {
+  test('sums each process's growth: a backend that ended during the run is left out, one that started counts from its start', () => {
+    // 100: the postmaster, 200: a backend of the previous server that closed during the run (it had
+    // used 900 ms, which a difference of sums would have taken off), 300: a backend that grew by 40,
+    // 400: a backend opened during the run (25 ms, all of it in the run).
+    const before = snapshot({ '100': 50, '200': 900, '300': 10 })
+    const after = snapshot({ '100': 60, '300': 50, '400': 25 })
+    expect(cpuPerOperation(before, after, 1000).postgresUs).toBe(75)
+  })
+
+  test('a process id reused by a process with less CPU than the one before it adds nothing, never less than nothing', () => {
+    expect(cpuPerOperation(snapshot({ '300': 500 }), snapshot({ '300': 20 }), 10).postgresUs).toBe(0)
+  })
+})
