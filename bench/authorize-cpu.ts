@@ -20,7 +20,9 @@
  * Settings: AUTHCPU_DURATION_MS (default 3000, after a 1000 ms warm-up), AUTHCPU_CONCURRENCY
  * (default 32), AUTHCPU_ACCOUNTS (default 16), AUTHCPU_IDEMPOTENCY=1 to send an Idempotency-Key with
  * every request, AUTHCPU_AMOUNT (default 1.25; an amount past the per-payment limit, such as
- * 100000000, measures the decline path: every request declined with limit_exceeded and recorded).
+ * 100000000, measures the decline path: every request declined with limit_exceeded and recorded),
+ * AUTHCPU_SHED=1 to shed every request (needs AUTHCPU_POSTGRES=1, where shedding is on): what a
+ * request costs the thread past capacity, declined processing_timeout and recorded behind.
  *
  * Profile it:
  *   ./node_modules/.bin/bun --cpu-prof-md --cpu-prof-dir=/tmp/hotcpu bench/authorize-cpu.ts
@@ -39,6 +41,7 @@ const USE_POSTGRES = process.env.AUTHCPU_POSTGRES === '1'
 const WITH_IDEMPOTENCY = process.env.AUTHCPU_IDEMPOTENCY === '1'
 const SKIP_WRITER = process.env.AUTHCPU_WRITER === 'skip'
 const AMOUNT = process.env.AUTHCPU_AMOUNT ?? '1.25'
+const SHED_ALL = process.env.AUTHCPU_SHED === '1'
 const BASE = 'http://kassa.bench'
 
 let benchDatabase: BenchDatabase | undefined
@@ -50,12 +53,21 @@ if (USE_POSTGRES) {
 } else {
   database = await openDatabase({ databaseUrl: undefined, embeddedPath: EMBEDDED_IN_MEMORY, poolMax: 1 })
 }
-const kassa = await createApp(configForTests({ rateLimitStore: 'memory', databaseUrl, webhookDelivery: false }), database ? { database } : {})
+const kassa = await createApp(configForTests({ rateLimitStore: 'memory', databaseUrl, webhookDelivery: false, loadShedding: SHED_ALL }), database ? { database } : {})
 const { app } = kassa
 
 const { key, accounts } = await inProcessFundedOrg(kassa, ACCOUNTS, '10000000')
 const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' }
 if (SKIP_WRITER) skipLedgerWrites(kassa)
+if (SHED_ALL) {
+  const shedder = kassa.runtime.shedder
+  if (shedder === undefined) throw new Error('AUTHCPU_SHED=1 needs AUTHCPU_POSTGRES=1: shedding is on only on a Postgres server')
+  // Every request shed, as while the loop runs late tick after tick.
+  shedder.shouldShed = () => {
+    shedder.shed += 1
+    return true
+  }
+}
 
 let sequence = 0
 function authorizeRequest(): Request {
