@@ -17,7 +17,7 @@ function snapshot(postgres: Record<string, number>): CpuSnapshot {
 }
 
 describe("the benchmarks' Postgres CPU per answer", () => {
-  test('sums each process's growth: a backend that ended during the run is left out, one that started counts from its start', () => {
+  test("sums each process's growth: a backend that ended during the run is left out, one that started counts from its start", () => {
     // 100: the postmaster, 200: a backend of the previous server that closed during the run (it had
     // used 900 ms, which a difference of sums would have taken off), 300: a backend that grew by 40,
     // 400: a backend opened during the run (25 ms, all of it in the run).
