@@ -24,6 +24,12 @@ export interface PendingHold {
   expiresAtMs: number
   createdAtMs: number
   closing: boolean
+  /**
+   * The expiry sweep is closing it: while that commit is in flight, a capture or release is refused
+   * `hold_expired`, as it is once the hold's expiry has committed (not `hold_not_active`, the answer
+   * while a capture or release is closing it).
+   */
+  expiring?: boolean
   /** The resource that owns this hold (a payment's id): only it may capture or release the hold. */
   ownerId?: string
   /** The owner's row is in Postgres (its commit landed, or it was loaded at start). */

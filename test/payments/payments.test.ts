@@ -683,6 +683,31 @@ describe('expiry', () => {
     await expectVerified(app)
   })
 
+  test('while its lapse is committing, an authorization answers hold_expired to capture and void', async () => {
+    const payment = (await authorize('4')).body
+    expect((await fx.call('POST', '/v1/sandbox/clock/advance', { seconds: 24 * 3600 + 1 })).status).toBe(200)
+    const pending = () => app.kassa.runtime.ledger.pendingHolds.get(payment.holdId)
+    const open = stallWriter()
+    let sweep: Promise<number> | undefined
+    try {
+      // This sweep or the app's own takes the hold; its commit waits on the stalled writer.
+      sweep = expireDueHolds(app.kassa.runtime)
+      for (let attempt = 0; attempt < 100 && pending()?.closing !== true; attempt++) await Bun.sleep(10)
+      expect(pending()).toMatchObject({ closing: true, expiring: true })
+      // Answered directly: the ledger's state cannot be read while its writer is stalled.
+      const capture = await fx.call('POST', `/v1/payments/${payment.id}/capture`, {})
+      expect([capture.status, capture.body.error.code]).toEqual([422, 'hold_expired'])
+      const voided = await fx.call('POST', `/v1/payments/${payment.id}/void`)
+      expect([voided.status, voided.body.error.code]).toEqual([422, 'hold_expired'])
+    } finally {
+      open()
+    }
+    await sweep
+    await app.kassa.runtime.ledger.drain()
+    expect((await fx.call('GET', `/v1/payments/${payment.id}`)).body.state).toBe('expired')
+    await expectVerified(app)
+  })
+
   // The app's own sweeper runs beside these direct calls: they check what any sweep may do, not which one did it.
   test('a lapse that falls due before its authorization is durable waits for it, then expires the payment whole', async () => {
     configurePayments(app.kassa.runtime, { budgetMs: 60_000 })

@@ -54,7 +54,8 @@ export async function findHoldRecord(runtime: Runtime, orgId: string, holdId: st
 
 /**
  * A hold that memory holds as pending, or the contract's answer for why it cannot be used:
- * not_found, hold_not_active (captured or released, or closing right now) or hold_expired.
+ * not_found, hold_not_active (captured or released, or being captured or released right now) or
+ * hold_expired (past its expiry, its expiry committing included).
  * Pending holds are always in memory, so a miss is never pending; the database says what it is.
  */
 export async function requirePendingHold(runtime: Runtime, orgId: string, holdId: string, field?: string): Promise<void> {
@@ -73,10 +74,11 @@ export async function requirePendingHold(runtime: Runtime, orgId: string, holdId
 export function takePendingHold(runtime: Runtime, orgId: string, holdId: string, field?: string, ownerId?: string): PendingHold {
   const options = field ? { field } : {}
   const pending = runtime.ledger.pendingHolds.get(holdId)
-  if (!pending || pending.orgId !== orgId || pending.closing) throw new ApiError('hold_not_active', `Hold ${holdId} is no longer pending`, options)
+  if (!pending || pending.orgId !== orgId) throw new ApiError('hold_not_active', `Hold ${holdId} is no longer pending`, options)
   // A payment's hold moves only through the payment, so its state and the hold's cannot diverge.
   if (pending.ownerId !== ownerId) throw new ApiError('hold_not_active', `Hold ${holdId} belongs to ${pending.ownerId ?? 'no owner'}; use that resource`, options)
-  if (runtime.clock.nowMs(orgId) >= pending.expiresAtMs) {
+  if (pending.closing && !pending.expiring) throw new ApiError('hold_not_active', `Hold ${holdId} is no longer pending`, options)
+  if (pending.expiring || runtime.clock.nowMs(orgId) >= pending.expiresAtMs) {
     throw new ApiError('hold_expired', `Hold ${holdId} expired at ${new Date(pending.expiresAtMs).toISOString()}`, options)
   }
   return pending

@@ -635,7 +635,8 @@ async function findAny(runtime: Runtime, orgId: string, id: string): Promise<Pay
 /**
  * The payment's pending hold, taken in the caller's synchronous step. Anything but an authorized
  * payment with a pending hold is refused: `hold_expired` (422) once its 24 h have passed,
- * `hold_not_active` (409) when it is declined, captured, voided, or closing right now.
+ * `hold_not_active` (409) when it is declined, captured, voided, or being captured or voided right
+ * now; `hold_expired` also while its lapse is committing.
  */
 async function takeAuthorized(runtime: Runtime, orgId: string, id: string): Promise<{ payment: PaymentRow; hold: PendingHold; externalId: string | null }> {
   const found = await findAny(runtime, orgId, id)
@@ -646,6 +647,7 @@ async function takeAuthorized(runtime: Runtime, orgId: string, id: string): Prom
   if (found.state !== 'authorized' || !found.holdId) throw new ApiError('hold_not_active', `Payment ${id} is ${found.state}`)
   const pending = runtime.ledger.pendingHolds.get(found.holdId)
   // Postgres still says authorized while a capture, void or lapse of it commits, or just did.
+  if (pending?.expiring) throw new ApiError('hold_expired', `Payment ${id} expired at ${new Date(pending.expiresAtMs).toISOString()}`)
   if (pending === undefined || pending.closing) throw new ApiError('hold_not_active', `Payment ${id} is closing`)
   return { payment: found, hold: takePendingHold(runtime, orgId, found.holdId, undefined, id), externalId }
 }
