@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { startTestApp, type TestApp } from '../support/app.ts'
 import { expectRefusedWithoutChange, expectVerified, ledgerFixture, type LedgerFixture } from '../ledger/support.ts'
 import { expireDueHolds } from '../../server/modules/holds/service.ts'
-import { stallWriter } from '../support/writer.ts'
+import { whileExpiryCommits } from '../support/writer.ts'
 
 let app: TestApp
 let fx: LedgerFixture
@@ -128,22 +128,12 @@ describe('holds', () => {
   test('while its expiry is committing, a hold answers hold_expired, not hold_not_active', async () => {
     const hold = (await placeHold('3', 60)).body
     expect((await fx.call('POST', '/v1/sandbox/clock/advance', { seconds: 61 })).status).toBe(200)
-    const open = stallWriter(app.kassa.runtime.ledger.writer)
-    let sweep: Promise<number> | undefined
-    try {
-      // This sweep or the app's own takes the hold; its commit waits on the stalled writer.
-      sweep = expireDueHolds(app.kassa.runtime)
-      for (let attempt = 0; attempt < 100 && app.kassa.runtime.ledger.pendingHolds.get(hold.id)?.closing !== true; attempt++) await Bun.sleep(10)
-      expect(app.kassa.runtime.ledger.pendingHolds.get(hold.id)).toMatchObject({ closing: true, expiring: true })
+    await whileExpiryCommits(app.kassa.runtime, hold.id, async () => {
       const capture = await fx.call('POST', `/v1/holds/${hold.id}/capture`, { destinationAccountId: merchant })
       expect([capture.status, capture.body.error.code]).toEqual([422, 'hold_expired'])
       const release = await fx.call('POST', `/v1/holds/${hold.id}/release`)
       expect([release.status, release.body.error.code]).toEqual([422, 'hold_expired'])
-    } finally {
-      open()
-    }
-    await sweep
-    await app.kassa.runtime.ledger.drain()
+    })
     expect((await fx.call('GET', `/v1/holds/${hold.id}`)).body.state).toBe('expired')
     await expectVerified(app)
   })

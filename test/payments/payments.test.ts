@@ -14,7 +14,7 @@ import { inlineRecord } from '../../server/platform/idempotency.ts'
 import { LoadShedder } from '../../server/platform/load-shedder.ts'
 import { AUTHORIZATION_ANSWER_MARGIN_MS, AUTHORIZATION_BUDGET_MS, AUTHORIZATION_P99_MS, configurePayments, DECLINE_RECORD_LAG_MAX_MS, declineRecorderOf } from '../../server/modules/payments/service.ts'
 import { callApp, restartOnSameDatabase, type TestApp, type TestResponse } from '../support/app.ts'
-import { holdCalls, stallWriter as stallLedgerWriter } from '../support/writer.ts'
+import { holdCalls, stallWriter as stallLedgerWriter, whileExpiryCommits } from '../support/writer.ts'
 import { expectVerified, ledgerFixture, ledgerState, type LedgerFixture } from '../ledger/support.ts'
 import { fundedCardHolder } from './support.ts'
 
@@ -686,24 +686,13 @@ describe('expiry', () => {
   test('while its lapse is committing, an authorization answers hold_expired to capture and void', async () => {
     const payment = (await authorize('4')).body
     expect((await fx.call('POST', '/v1/sandbox/clock/advance', { seconds: 24 * 3600 + 1 })).status).toBe(200)
-    const pending = () => app.kassa.runtime.ledger.pendingHolds.get(payment.holdId)
-    const open = stallWriter()
-    let sweep: Promise<number> | undefined
-    try {
-      // This sweep or the app's own takes the hold; its commit waits on the stalled writer.
-      sweep = expireDueHolds(app.kassa.runtime)
-      for (let attempt = 0; attempt < 100 && pending()?.closing !== true; attempt++) await Bun.sleep(10)
-      expect(pending()).toMatchObject({ closing: true, expiring: true })
-      // Answered directly: the ledger's state cannot be read while its writer is stalled.
+    // Answered directly: the ledger's state cannot be read while its writer is stalled.
+    await whileExpiryCommits(app.kassa.runtime, payment.holdId, async () => {
       const capture = await fx.call('POST', `/v1/payments/${payment.id}/capture`, {})
       expect([capture.status, capture.body.error.code]).toEqual([422, 'hold_expired'])
       const voided = await fx.call('POST', `/v1/payments/${payment.id}/void`)
       expect([voided.status, voided.body.error.code]).toEqual([422, 'hold_expired'])
-    } finally {
-      open()
-    }
-    await sweep
-    await app.kassa.runtime.ledger.drain()
+    })
     expect((await fx.call('GET', `/v1/payments/${payment.id}`)).body.state).toBe('expired')
     await expectVerified(app)
   })

@@ -1,4 +1,7 @@
+import { expect } from 'bun:test'
 import type { GroupCommitWriter } from '../../server/ledger/writer.ts'
+import { expireDueHolds } from '../../server/modules/holds/service.ts'
+import type { Runtime } from '../../server/runtime.ts'
 
 /**
  * Holds every call of `target[method]` (an async method) until the returned function is called,
@@ -26,4 +29,24 @@ export function holdCalls(target: object, method: string): () => void {
  */
 export function stallWriter(writer: GroupCommitWriter): () => void {
   return holdCalls(writer, 'execute')
+}
+
+/**
+ * Runs `check` while the expiry sweep's commit of the due hold `holdId` is in flight (the writer
+ * stalled, so the commit waits), then lets it commit and waits for it. The sweep started here or
+ * the app's own may be the one that takes the hold.
+ */
+export async function whileExpiryCommits(runtime: Runtime, holdId: string, check: () => Promise<void>): Promise<void> {
+  const open = stallWriter(runtime.ledger.writer)
+  let sweep: Promise<number> | undefined
+  try {
+    sweep = expireDueHolds(runtime)
+    for (let attempt = 0; attempt < 100 && runtime.ledger.pendingHolds.get(holdId)?.closing !== true; attempt++) await Bun.sleep(10)
+    expect(runtime.ledger.pendingHolds.get(holdId)).toMatchObject({ closing: true, expiring: true })
+    await check()
+  } finally {
+    open()
+  }
+  await sweep
+  await runtime.ledger.drain()
 }
