@@ -156,7 +156,7 @@ function closingOperation(runtime: Runtime, hold: PendingHold, state: 'released'
     ],
     holds: holdRowsToWrite(hold, row),
     events: [eventRow(hold.orgId, `hold.${state}`, holdEventData(hold), now)],
-    ...closingHooks(runtime, hold),
+    ...closingHooks(runtime, hold, state === 'expired'),
   }
   return { operation, row, now }
 }
@@ -165,15 +165,6 @@ function closingOperation(runtime: Runtime, hold: PendingHold, state: 'released'
 async function expireHold(runtime: Runtime, hold: PendingHold, extenders: readonly ExpiryExtender[]): Promise<boolean> {
   const { operation, now } = closingOperation(runtime, hold, 'expired')
   if (hold.ownerId !== undefined && !extenders.every((extend) => extend(hold, operation, now))) return false
-  const { reserve, revert } = operation
-  operation.reserve = () => {
-    reserve?.()
-    hold.expiring = true
-  }
-  operation.revert = () => {
-    revert?.()
-    hold.expiring = undefined
-  }
   await runtime.ledger.submit(operation)
   return true
 }

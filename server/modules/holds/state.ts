@@ -84,14 +84,19 @@ export function takePendingHold(runtime: Runtime, orgId: string, holdId: string,
   return pending
 }
 
-/** Marks a pending hold as closing in memory; the returned pair plugs into a ledger operation. */
-export function closingHooks(runtime: Runtime, hold: PendingHold): { reserve: () => void; revert: () => void; committed: () => void } {
+/**
+ * Marks a pending hold as closing in memory (and as expiring, when the expiry sweep closes it);
+ * the returned hooks plug into a ledger operation.
+ */
+export function closingHooks(runtime: Runtime, hold: PendingHold, expiring = false): { reserve: () => void; revert: () => void; committed: () => void } {
   return {
     reserve: () => {
       hold.closing = true
+      if (expiring) hold.expiring = true
     },
     revert: () => {
       hold.closing = false
+      if (expiring) hold.expiring = undefined
     },
     committed: () => {
       runtime.ledger.pendingHolds.delete(hold.id)
