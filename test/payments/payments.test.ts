@@ -9,7 +9,7 @@ import { Payment } from '../../server/modules/payments/model.ts'
 import { eventRow } from '../../server/ledger/events.ts'
 import type { PaymentRow } from '../../server/ledger/writer.ts'
 import { newId } from '../../server/lib/ids.ts'
-import { DeclineRecorder } from '../../server/modules/payments/repo.ts'
+import { DECLINE_BACKLOG_MAX, DeclineRecorder } from '../../server/modules/payments/repo.ts'
 import { inlineRecord } from '../../server/platform/idempotency.ts'
 import { LoadShedder } from '../../server/platform/load-shedder.ts'
 import { AUTHORIZATION_ANSWER_MARGIN_MS, AUTHORIZATION_BUDGET_MS, AUTHORIZATION_P99_MS, configurePayments, DECLINE_RECORD_LAG_MAX_MS, declineRecorderOf } from '../../server/modules/payments/service.ts'
@@ -590,10 +590,64 @@ describe('decline records', () => {
         expect(await eventsOf(answer.id)).toEqual(['payment.declined'])
         expect((await fx.call('GET', `/v1/payments/${answer.id}`)).body).toEqual(answer)
       }
-      expect((await app.ops('GET', '/ops/v1/payments/stats')).body.declineRecords).toEqual({ waiting: 0, oldestWaitMs: 0 })
+      expect((await app.ops('GET', '/ops/v1/payments/stats')).body.declineRecords).toMatchObject({ waiting: 0, oldestWaitMs: 0 })
     } finally {
       open()
     }
+  })
+
+  test('records as far behind as memory may keep: an authorization that would be declined is refused 429 with nothing of it kept, an approval still goes through, and every decline answered is recorded', async () => {
+    const runtime = app.kassa.runtime
+    const recorder = declineRecorderOf(runtime)
+    const refusedBefore = (await app.ops('GET', '/ops/v1/payments/stats')).body.declineRecords.refused
+    configurePayments(runtime, { declineBacklogMax: 2 })
+    const open = holdCalls(recorder, 'write')
+    const tooMuch = '1000'
+    const key = `unrecordable-${Date.now()}`
+    const approved: string[] = []
+    try {
+      // Two declines wait for their records: the first waits with them, the second is answered behind.
+      const first = authorize(tooMuch)
+      await Bun.sleep(DECLINE_RECORD_LAG_MAX_MS + 30)
+      const behind = await authorize(tooMuch)
+      expect(behind.body).toMatchObject({ state: 'declined', failureCode: 'insufficient_funds' })
+      expect(recorder.backlog).toBe(2)
+      // A third decline could not be recorded: refused, with or without a key, and nothing of it kept.
+      const paymentsBefore = await paymentCount()
+      const before = await fx.balance(payer)
+      for (const send of [() => authorize(tooMuch), () => authorizeWithKey(key, tooMuch)]) {
+        const refused = await send()
+        expect({ status: refused.status, code: refused.body?.error?.code }).toEqual({ status: 429, code: 'rate_limited' })
+        expect(refused.headers.get('retry-after')).toBe('1')
+        expect(refused.body.error.message).toContain('Nothing was authorized or recorded')
+      }
+      expect(recorder.backlog).toBe(2)
+      expect(await fx.balance(payer)).toEqual(before)
+      // An approval needs no decline record: it is authorized and durable as ever.
+      const approval = await authorize('1')
+      expect(approval.body.state).toBe('authorized')
+      approved.push(approval.body.id)
+      expect(await paymentCount()).toBe(paymentsBefore + 1)
+      expect((await app.ops('GET', '/ops/v1/payments/stats')).body.declineRecords).toMatchObject({ waiting: 2, refused: refusedBefore + 2 })
+      open()
+      const answers = [(await first).body, behind.body]
+      for (let tries = 0; recorder.backlog > 0 && tries < 500; tries++) await Bun.sleep(10)
+      // The declines that were answered are all recorded, with their events.
+      for (const answer of answers) {
+        expect(await eventsOf(answer.id)).toEqual(['payment.declined'])
+        expect((await fx.call('GET', `/v1/payments/${answer.id}`)).body).toEqual(answer)
+      }
+      // The refused key was not used up: sent again once the records caught up, it is decided.
+      const again = await authorizeWithKey(key, tooMuch)
+      expect(again.status).toBe(201)
+      expect(again.body).toMatchObject({ state: 'declined', failureCode: 'insufficient_funds' })
+      expect((await authorizeWithKey(key, tooMuch)).body).toEqual(again.body)
+    } finally {
+      open()
+      configurePayments(runtime, { declineBacklogMax: DECLINE_BACKLOG_MAX })
+    }
+    for (const id of approved) expect((await fx.call('POST', `/v1/payments/${id}/void`)).body.state).toBe('voided')
+    await expectVerified(app)
   })
 
   test('a decline the database refuses for good is dropped at once, not retried, and the declines after it are recorded', async () => {

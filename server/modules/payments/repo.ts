@@ -81,8 +81,12 @@ interface PendingDecline {
 export function retryDelayMs(attempt: number): number {
   return Math.min(2_000, 50 * 2 ** Math.min(attempt, 6))
 }
-/** Declines kept waiting for the database at most; past this a decline is answered but not recorded (logged). */
-const BACKLOG_MAX = 100_000
+/**
+ * Declines kept waiting for the database at most. Past it `record` refuses a decline, so the
+ * service checks `full` first and answers no decline it could not record (see `decline` in
+ * service.ts).
+ */
+export const DECLINE_BACKLOG_MAX = 100_000
 
 /** The SQLSTATE of a database error, through the wrappers (drizzle wraps the driver's error as its cause). */
 function sqlStateOf(error: unknown): string | undefined {
@@ -115,7 +119,8 @@ function refusedForGood(error: unknown): boolean {
  * every 2 s) until it commits, so every declined payment the caller was told about becomes readable
  * and its `payment.declined` event is sent. A write whose reply was lost may have committed: the
  * rows are written so that writing them again changes nothing. Memory stays bounded: past
- * `backlogMax` waiting declines, a new one is refused here (and only logged by the caller).
+ * `backlogMax` waiting declines a new one is refused here, and callers that answer a decline ask
+ * `full` first, so no decline is answered that cannot be recorded.
  */
 export class DeclineRecorder {
   private queue: PendingDecline[] = []
@@ -126,8 +131,14 @@ export class DeclineRecorder {
   constructor(
     private readonly executor: Executor,
     private readonly batchMax = 500,
-    private readonly backlogMax = BACKLOG_MAX,
+    /** Declines kept waiting at most (tests lower it). */
+    public backlogMax = DECLINE_BACKLOG_MAX,
   ) {}
+
+  /** No further decline can be queued: `record` would refuse it. */
+  get full(): boolean {
+    return this.queue.length >= this.backlogMax
+  }
 
   record(row: PaymentRow, event: EventRow, record?: IdempotencyRow): Promise<'recorded' | 'key_taken'> {
     if (this.stopped) return Promise.reject(new Error('decline records: the service is shutting down'))

@@ -9,6 +9,7 @@ import { histogramSchema } from '../../ledger/ops-routes.ts'
 import type { Runtime } from '../../runtime.ts'
 import { AuthorizePaymentBody, CapturePaymentBody, ListPaymentsQuery, Payment, PaymentList } from './model.ts'
 import * as service from './service.ts'
+import { DECLINE_BACKLOG_MAX } from './repo.ts'
 
 
 const STATES_DOC =
@@ -27,6 +28,7 @@ export function paymentsOpsRoutes(runtime: Runtime) {
         {
           waiting: t.Integer({ description: 'Declines answered or being answered whose record is not durable yet' }),
           oldestWaitMs: t.Number({ description: 'How long the oldest of them has waited, being written included; 0 when none waits' }),
+          refused: t.Integer({ description: `Authorizations refused 429 rate_limited since this instance started because ${DECLINE_BACKLOG_MAX} declines already waited for their records (a decline that could not be recorded is never answered)` }),
         },
         {
           description: `How far decline records are behind the answers. A decline waits for its record (so it is durable when answered) unless the database is failing, it was shed, or it has no Idempotency-Key and the oldest waiting record has waited over ${service.DECLINE_RECORD_LAG_MAX_MS} ms (past capacity); those are answered at once and recorded behind, read from this instance's memory until then.`,
@@ -78,7 +80,7 @@ export function paymentsRoutes(runtime: Runtime, access: AccessPlugin, records: 
         body: AuthorizePaymentBody,
         response: { 201: Payment },
         detail: apiDoc('Authorize a payment', 'Payments', {
-          description: `Synchronous, answered within a hard budget of 500 ms. Approved: 201 with state authorized, the amount held on the account until capture, void or lapse. Declined: 201 with state declined and failureCode (insufficient_funds, account_frozen, limit_exceeded, amount_too_small, unsupported_asset; processing_timeout when the approval could not be made durable within the budget, or when this instance is past its capacity and sheds load (only requests without an Idempotency-Key are shed, before anything is reserved), processing_error when the database refused it). A declined authorization can never be captured. A decline is normally durable when answered; it is answered before its record is durable, and read from the answering instance's memory until then, when the database is failing, when it was shed, and past capacity when it has no Idempotency-Key and decline records are more than ${service.DECLINE_RECORD_LAG_MAX_MS} ms behind (a keyed decline still waits for its record within the budget, so its key answers the same everywhere). Malformed input is 400 invalid_request; an unknown account is 404. ${STATES_DOC}`,
+          description: `Synchronous, answered within a hard budget of 500 ms. Approved: 201 with state authorized, the amount held on the account until capture, void or lapse. Declined: 201 with state declined and failureCode (insufficient_funds, account_frozen, limit_exceeded, amount_too_small, unsupported_asset; processing_timeout when the approval could not be made durable within the budget, or when this instance is past its capacity and sheds load (only requests without an Idempotency-Key are shed, before anything is reserved), processing_error when the database refused it). A declined authorization can never be captured. A decline is normally durable when answered; it is answered before its record is durable, and read from the answering instance's memory until then, when the database is failing, when it was shed, and past capacity when it has no Idempotency-Key and decline records are more than ${service.DECLINE_RECORD_LAG_MAX_MS} ms behind (a keyed decline still waits for its record within the budget, so its key answers the same everywhere). Every decline answered is recorded: when ${DECLINE_BACKLOG_MAX} declines already wait for their records on this instance (far past its capacity, or the database away for minutes), an authorization is refused 429 rate_limited with Retry-After instead, nothing of it authorized or recorded and no payment id given, so it can be sent again (its Idempotency-Key is not used up). Malformed input is 400 invalid_request; an unknown account is 404. ${STATES_DOC}`,
         }),
       },
     )

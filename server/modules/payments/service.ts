@@ -46,6 +46,8 @@ const ADMISSION_INTERVAL_MS = 100
  * behind (see `decline`).
  */
 export const DECLINE_RECORD_LAG_MAX_MS = 50
+/** The `Retry-After` of an authorization refused because its decline could not be recorded. */
+export const OVERLOADED_RETRY_AFTER_SECONDS = 1
 /** An uncaptured authorization lapses after this long on the organization's clock. */
 export const AUTHORIZATION_LIFETIME_MS = 24 * 3600 * 1000
 /** Amounts of unsupported assets are still checked for shape; no asset has more decimals than this. */
@@ -75,6 +77,8 @@ interface PaymentsState {
   writerQueue: StandingQueue
   /** From each authorization's arrival to its answer (approved or declined), as this instance saw it. */
   answerLatency: LatencyHistogram
+  /** Authorizations refused (429) because no further decline could be recorded. */
+  refusedUnrecordable: number
   /** Set at shutdown: background retries stop. */
   stopped: boolean
 }
@@ -105,6 +109,7 @@ function stateOf(runtime: Runtime): PaymentsState {
       declines: new repo.DeclineRecorder(runtime.db),
       writerQueue: new StandingQueue(AUTHORIZATION_P99_MS - AUTHORIZATION_ANSWER_MARGIN_MS, ADMISSION_INTERVAL_MS),
       answerLatency: new LatencyHistogram(),
+      refusedUnrecordable: 0,
       stopped: false,
     }
     states.set(runtime, state)
@@ -112,9 +117,11 @@ function stateOf(runtime: Runtime): PaymentsState {
   return state
 }
 
-/** Tests shorten or lengthen the budget; production keeps the contract's 500 ms. */
-export function configurePayments(runtime: Runtime, options: { budgetMs: number }): void {
-  stateOf(runtime).budgetMs = options.budgetMs
+/** Tests shorten or lengthen the budget, or lower the declines memory may keep waiting; production keeps the contract's 500 ms and `DECLINE_BACKLOG_MAX`. */
+export function configurePayments(runtime: Runtime, options: { budgetMs?: number; declineBacklogMax?: number }): void {
+  const state = stateOf(runtime)
+  if (options.budgetMs !== undefined) state.budgetMs = options.budgetMs
+  if (options.declineBacklogMax !== undefined) state.declines.backlogMax = options.declineBacklogMax
 }
 
 /**
@@ -321,14 +328,14 @@ export async function authorizePayment(runtime: Runtime, orgId: string, input: A
  */
 export function paymentsStats(runtime: Runtime): {
   answerLatencyMs: HistogramSnapshot
-  declineRecords: { waiting: number; oldestWaitMs: number }
+  declineRecords: { waiting: number; oldestWaitMs: number; refused: number }
   shedding: { enabled: boolean; share: number; shed: number }
 } {
   const state = stateOf(runtime)
   const shedder = runtime.shedder
   return {
     answerLatencyMs: state.answerLatency.snapshot(),
-    declineRecords: { waiting: state.declines.backlog, oldestWaitMs: Math.round(state.declines.oldestWaitMs() * 100) / 100 },
+    declineRecords: { waiting: state.declines.backlog, oldestWaitMs: Math.round(state.declines.oldestWaitMs() * 100) / 100, refused: state.refusedUnrecordable },
     shedding: { enabled: shedder !== undefined, share: Math.round((shedder?.currentShare ?? 0) * 100) / 100, shed: shedder?.shed ?? 0 },
   }
 }
@@ -562,10 +569,21 @@ async function untilDurable(runtime: Runtime, paymentId: string, write: () => Pr
  * durable within the budget the answer is given anyway and the record finishes later.
  */
 async function decline(runtime: Runtime, payment: PaymentRow, failureCode: FailureCode, externalId: string | null, budget: Budget, context: AuthorizeContext, shed = false): Promise<AuthorizeAnswer> {
+  const state = stateOf(runtime)
+  // Every decline answered is recorded: when the records are as far behind as memory may keep
+  // them, the request is refused instead, with nothing decided, reserved or recorded (no payment
+  // id is given out that could not be read back). Nothing was reserved on any path here.
+  if (state.declines.full) {
+    state.refusedUnrecordable += 1
+    throw new ApiError(
+      'rate_limited',
+      `This instance is past its capacity: ${state.declines.backlog} declines already wait to be recorded. Nothing was authorized or recorded; retry after ${OVERLOADED_RETRY_AFTER_SECONDS} s`,
+      { headers: { 'retry-after': String(OVERLOADED_RETRY_AFTER_SECONDS) } },
+    )
+  }
   const declined: PaymentRow = { ...payment, state: 'declined', failureCode, closedAt: payment.createdAt }
   const view = toPaymentView(declined)
   const body = JSON.stringify(view)
-  const state = stateOf(runtime)
   state.unsettled.set(declined.id, declined)
   const claim = context.idempotency
   const record = claim ? inlineRecord(claim, 201, body, runtime.clock.wallNowMs()) : undefined
