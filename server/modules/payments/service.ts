@@ -381,8 +381,10 @@ async function authorizeWithin(runtime: Runtime, orgId: string, input: Authorize
     if (account.status === 'frozen') throw new ApiError('account_frozen', 'frozen')
     // Load shedding: the server's thread is past its capacity (see `LoadShedder`). Declined before
     // anything is reserved, answered at once and recorded behind. Keyed requests are never shed:
-    // their key must answer the same on every instance, so they wait for their record.
-    if (context.idempotency === undefined && runtime.shedder?.shouldShed()) {
+    // their key must answer the same on every instance, so they wait for their record. Nothing is
+    // shed while no further decline could be recorded: such a request is approved if admission
+    // takes it, and refused 429 otherwise (see `decline`), so `shed` counts only declines answered.
+    if (context.idempotency === undefined && !state.declines.full && runtime.shedder?.shouldShed()) {
       return decline(runtime, row, 'processing_timeout', account.externalId, budget, context, true)
     }
     // Admission: when the writer's queue is already longer than the budget left, the approval could
