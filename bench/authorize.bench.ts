@@ -594,6 +594,11 @@ const outage = wanted('outage', process.env.BENCH_SKIP_OUTAGE === '1') ? await o
 const webhooks = wanted('webhooks', process.env.BENCH_SKIP_WEBHOOKS === '1') ? await webhookLoadRuns() : []
 const closedOn = on.find((figure) => figure.connections !== null)
 const closedOff = off.find((figure) => figure.connections !== null)
+/** The errors of a run and what they were: a 429 is an authorization refused because no further decline could be recorded. */
+function errorsCell(figure: LoadFigures): string {
+  const kinds = Object.entries(figure.errorKinds)
+  return kinds.length === 0 ? String(figure.errors) : `${figure.errors} (${kinds.map(([kind, count]) => `${count} ${kind}`).join(', ')})`
+}
 const ratio = closedOn && closedOff && closedOff.throughputPerSecond > 0 ? round2(closedOn.throughputPerSecond / closedOff.throughputPerSecond) : null
 
 const markdown = [
@@ -623,9 +628,9 @@ const markdown = [
   '',
   'Latencies count from when each request was due (a request the load generator sent late carries its lateness); for open loops, "p99 from send" counts from when it was sent instead, which leaves the generator\'s own lateness out.',
   '',
-  '| group commit | load | approved/s | p50 ms | p99 ms | p99 from send ms | max ms | answers > 500 ms | declined (of them shed) | errors | operations per transaction |',
+  '| group commit | load | approved/s | p50 ms | p99 ms | p99 from send ms | max ms | answers > 500 ms | declined (of them shed) | errors (status and code) | operations per transaction |',
   '|---|---|---|---|---|---|---|---|---|---|---|',
-  ...[...on, ...off].map((figure) => `| ${figure.groupCommit ? 'on' : 'off'} | ${figure.mode} | ${figure.throughputPerSecond} | ${figure.p50Ms} | ${figure.p99Ms} | ${figure.p99FromSendMs ?? ''} | ${figure.maxMs} | ${figure.overBudget} (${figure.approvedOverBudget} approved) | ${figure.declined} (${figure.shed}) | ${figure.errors} | ${figure.operationsPerTransaction} |`),
+  ...[...on, ...off].map((figure) => `| ${figure.groupCommit ? 'on' : 'off'} | ${figure.mode} | ${figure.throughputPerSecond} | ${figure.p50Ms} | ${figure.p99Ms} | ${figure.p99FromSendMs ?? ''} | ${figure.maxMs} | ${figure.overBudget} (${figure.approvedOverBudget} approved) | ${figure.declined} (${figure.shed}) | ${errorsCell(figure)} | ${figure.operationsPerTransaction} |`),
   '',
   ratio === null ? '' : `Closed-loop throughput, group commit on / one transaction per request: **${ratio}x**.`,
   '',
