@@ -144,7 +144,7 @@ export class DeclineRecorder {
 
   record(row: PaymentRow, event: EventRow, record?: IdempotencyRow): Promise<'recorded' | 'key_taken'> {
     if (this.stopped) return Promise.reject(new Error('decline records: the service is shutting down'))
-    if (this.queue.length >= this.backlogMax) return Promise.reject(new Error(`decline records: ${this.backlogMax} declines already wait for the database; this one is not recorded`))
+    if (this.full) return Promise.reject(new Error(`decline records: ${this.backlogMax} declines already wait for the database; this one is not recorded`))
     return new Promise((resolve, reject) => {
       this.queue.push({ row, event, record, queuedAt: performance.now(), resolve, reject })
       if (!this.flushing) void this.flush()

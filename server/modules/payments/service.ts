@@ -47,7 +47,7 @@ const ADMISSION_INTERVAL_MS = 100
  */
 export const DECLINE_RECORD_LAG_MAX_MS = 50
 /** The `Retry-After` of an authorization refused because its decline could not be recorded. */
-export const OVERLOADED_RETRY_AFTER_SECONDS = 1
+const OVERLOADED_RETRY_AFTER_SECONDS = 1
 /** An uncaptured authorization lapses after this long on the organization's clock. */
 export const AUTHORIZATION_LIFETIME_MS = 24 * 3600 * 1000
 /** Amounts of unsupported assets are still checked for shape; no asset has more decimals than this. */
