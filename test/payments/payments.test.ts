@@ -735,11 +735,15 @@ describe('decline records', () => {
     // A write that never answers: the stop gives up once no batch has committed for the grace (long
     // before the 60 s it could take in all, which would outlast the test).
     const stuck = new DeclineRecorder(app.kassa.runtime.db)
-    ;(stuck as unknown as { write(batch: unknown[]): Promise<unknown> }).write = () => new Promise(() => {})
+    const open = holdCalls(stuck, 'write')
     const row = declinedRow(1_000_000n, now)
     void stuck.record(row, eventRow(fx.org.id, 'payment.declined', { paymentId: row.id }, now)).catch(() => {})
-    await stuck.stop(150, 60_000)
-    expect(stuck.backlog).toBe(1)
+    try {
+      await stuck.stop(150, 60_000)
+      expect(stuck.backlog).toBe(1)
+    } finally {
+      open()
+    }
   })
 })
 
