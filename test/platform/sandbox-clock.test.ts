@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { sql } from 'drizzle-orm'
 import { createApp, type Kassa } from '../../server/app.ts'
 import { configForTests } from '../../server/config.ts'
 import { ONBOARDING_ITEMS } from '../../server/modules/orgs/model.ts'
@@ -38,6 +39,21 @@ describe('sandbox clock', () => {
     // Advances add up.
     await app.call('POST', '/v1/sandbox/clock/advance', { key: org.testKey, body: { seconds: 3600 } })
     expect((await clockMs(org.testKey)) - before).toBeGreaterThanOrEqual(49 * HOUR_MS)
+  })
+
+  test('an offset read late never moves the clock back: a stale read after a later advance leaves the later time', async () => {
+    const traveller = await app.createOrg('Late reader')
+    await app.call('POST', '/v1/sandbox/clock/advance', { key: traveller.testKey, body: { seconds: 2 * 3600 } })
+    const advanced = await clockMs(traveller.testKey)
+    // What a read taken before that advance committed would answer (this instance refreshes on its
+    // own NOTIFY, and that read can answer after a later advance): the row one hour behind.
+    await app.kassa.runtime.db.execute(sql`update org_clocks set offset_ms = offset_ms - ${3600 * 1000} where org_id = ${traveller.id}`)
+    await app.kassa.runtime.clock.refresh(traveller.id)
+    expect(await clockMs(traveller.testKey)).toBeGreaterThanOrEqual(advanced)
+    // A later advance still adds to what the database holds.
+    const next = await app.call('POST', '/v1/sandbox/clock/advance', { key: traveller.testKey, body: { seconds: 2 * 3600 } })
+    expect(next.status).toBe(200)
+    expect(Date.parse(next.body.now)).toBeGreaterThanOrEqual(advanced)
   })
 
   test("does not move another organization's clock", async () => {

@@ -21,12 +21,22 @@ export class Clock {
 
   async load(): Promise<void> {
     const rows = await this.db.select().from(orgClocks)
-    for (const row of rows) this.offsets.set(row.orgId, row.offsetMs)
+    for (const row of rows) this.moveTo(row.orgId, row.offsetMs)
   }
 
+  /** Takes the database's offset (another instance advanced the clock, told by NOTIFY). */
   async refresh(orgId: string): Promise<void> {
     const [row] = await this.db.select().from(orgClocks).where(eq(orgClocks.orgId, orgId))
-    this.offsets.set(orgId, row?.offsetMs ?? 0)
+    this.moveTo(orgId, row?.offsetMs ?? 0)
+  }
+
+  /**
+   * A clock only moves forward, so an offset read from the database never lowers the one held: a
+   * read can answer after a later advance was taken (this instance hears its own NOTIFY too, and
+   * two advances' answers can cross), and taking its older value would move the clock back.
+   */
+  private moveTo(orgId: string, offsetMs: number): void {
+    if (offsetMs > (this.offsets.get(orgId) ?? 0)) this.offsets.set(orgId, offsetMs)
   }
 
   wallNowMs(): number {
@@ -71,7 +81,7 @@ export class Clock {
         set: { offsetMs: sql`${orgClocks.offsetMs} + ${seconds * 1000}`, updatedAt: sql`now()` },
       })
       .returning()
-    this.offsets.set(orgId, row!.offsetMs)
+    this.moveTo(orgId, row!.offsetMs)
     const now = this.now(orgId)
     const outcomes = await Promise.allSettled(this.advanceListeners.map((listener) => listener(orgId, now)))
     // The clock has moved either way; a failed listener's work is picked up by its periodic sweep.
