@@ -137,6 +137,18 @@ describe('revocation', () => {
     expect((await app.ops('POST', `/ops/v1/keys/${org.testKeyId}/rotate`, {})).status).toBe(409)
   })
 
+  test('a row read before the revocation committed, answering after it, does not bring the key back', async () => {
+    const org = await app.createOrg('Late refresh')
+    const key = app.kassa.runtime.keys.lookup(org.testKey, Date.now())
+    expect(key.ok).toBe(true)
+    const before = key.ok ? key.key : undefined
+    expect((await app.ops('POST', `/ops/v1/keys/${org.testKeyId}/revoke`)).status).toBe(200)
+    // What a refresh started before the revocation would hand the cache (this instance refreshes on
+    // its own NOTIFY too): the key as it was.
+    app.kassa.runtime.keys.upsertKey({ ...before!, revoked: false, expiresAtMs: null })
+    expectAuthenticationError(await app.call('GET', '/v1/accounts', { key: org.testKey }))
+  })
+
   test('answers 404 for revoking a key that does not exist', async () => {
     const response = await app.ops('POST', '/ops/v1/keys/key_00000000000000000000000000000000/revoke')
     expect(response.status).toBe(404)

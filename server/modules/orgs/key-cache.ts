@@ -57,11 +57,17 @@ export class KeyCache {
     return { ok: true, key }
   }
 
+  /**
+   * A key's revocation and its rotation expiry are each set once and never undone, so a row read
+   * before one of them committed (a NOTIFY's refresh answering after the change was taken here)
+   * keeps them: a revoked key never works again on this instance.
+   */
   upsertKey(key: CachedKey): void {
     const previous = this.byId.get(key.id)
+    const merged = previous === undefined ? key : { ...key, revoked: previous.revoked || key.revoked, expiresAtMs: previous.expiresAtMs ?? key.expiresAtMs }
     if (previous !== undefined) this.byHash.delete(previous.keyHash)
-    this.byId.set(key.id, key)
-    this.byHash.set(key.keyHash, key)
+    this.byId.set(merged.id, merged)
+    this.byHash.set(merged.keyHash, merged)
   }
 
   upsertOrg(org: CachedOrg): void {
