@@ -258,7 +258,8 @@ export interface CpuSnapshot {
    */
   generatorMainWaitMs: number
   serverMainWaitMs: number
-  postgresWaitMs: number
+  /** By process id, summed over the run like `postgresMsByPid` (a backend that left mid-run must not lower it). */
+  postgresWaitMsByPid: Map<string, number>
 }
 
 const TICK_MS = 10
@@ -297,9 +298,9 @@ function statCpuMs(path: string): number {
  * process, the server and Postgres (every backend and helper process) used. Zeros elsewhere.
  */
 export function cpuSnapshot(serverPid: number): CpuSnapshot {
-  if (!existsSync('/proc/stat')) return { generatorMs: 0, serverMs: 0, serverMainMs: 0, postgresMsByPid: new Map(), machineBusyMs: 0, machineAllMs: 0, machineStolenMs: 0, generatorMainWaitMs: 0, serverMainWaitMs: 0, postgresWaitMs: 0 }
+  if (!existsSync('/proc/stat')) return { generatorMs: 0, serverMs: 0, serverMainMs: 0, postgresMsByPid: new Map(), machineBusyMs: 0, machineAllMs: 0, machineStolenMs: 0, generatorMainWaitMs: 0, serverMainWaitMs: 0, postgresWaitMsByPid: new Map() }
   const postgresMsByPid = new Map<string, number>()
-  let postgresWaitMs = 0
+  const postgresWaitMsByPid = new Map<string, number>()
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue
     let comm = ''
@@ -310,7 +311,7 @@ export function cpuSnapshot(serverPid: number): CpuSnapshot {
     }
     if (comm === 'postgres' || comm === 'postmaster') {
       postgresMsByPid.set(entry, processCpuMs(entry))
-      postgresWaitMs += runQueueWaitMs(`/proc/${entry}/schedstat`)
+      postgresWaitMsByPid.set(entry, runQueueWaitMs(`/proc/${entry}/schedstat`))
     }
   }
   // user nice system idle iowait irq softirq steal (guest and guest_nice are already inside user and nice).
@@ -325,7 +326,7 @@ export function cpuSnapshot(serverPid: number): CpuSnapshot {
     postgresMsByPid, machineBusyMs: (all - idle) * TICK_MS, machineAllMs: all * TICK_MS, machineStolenMs: (cpu[7] ?? 0) * TICK_MS,
     generatorMainWaitMs: runQueueWaitMs(`/proc/${process.pid}/task/${process.pid}/schedstat`),
     serverMainWaitMs: runQueueWaitMs(`/proc/${serverPid}/task/${serverPid}/schedstat`),
-    postgresWaitMs,
+    postgresWaitMsByPid,
   }
 }
 
@@ -346,9 +347,7 @@ export function cpuPerOperation(
   const waitShare = (ms: number) => (wallMs <= 0 ? 0 : Math.round((ms / wallMs) * 1000) / 10)
   const generatorUs = per(after.generatorMs - before.generatorMs)
   const serverUs = per(after.serverMs - before.serverMs)
-  let postgresMs = 0
-  for (const [pid, ms] of after.postgresMsByPid) postgresMs += ms - Math.min(ms, before.postgresMsByPid.get(pid) ?? 0)
-  const postgresUs = per(postgresMs)
+  const postgresUs = per(growthByPid(before.postgresMsByPid, after.postgresMsByPid))
   const perAnswerUs = generatorUs + serverUs + postgresUs
   return {
     generatorUs,
@@ -360,8 +359,18 @@ export function cpuPerOperation(
     allCoresCeilingPerSecond: perAnswerUs === 0 ? 0 : Math.floor((availableParallelism() * 1_000_000) / perAnswerUs),
     generatorMainWaitPercent: waitShare(after.generatorMainWaitMs - before.generatorMainWaitMs),
     serverMainWaitPercent: waitShare(after.serverMainWaitMs - before.serverMainWaitMs),
-    postgresWaitPercent: waitShare(after.postgresWaitMs - before.postgresWaitMs),
+    postgresWaitPercent: waitShare(growthByPid(before.postgresWaitMsByPid, after.postgresWaitMsByPid)),
   }
+}
+
+/**
+ * The sum of each process's growth between two readings: a process that started in between counts
+ * from its start, one that ended is left out, and a reused id with less than before adds nothing.
+ */
+function growthByPid(before: Map<string, number>, after: Map<string, number>): number {
+  let sum = 0
+  for (const [pid, value] of after) sum += value - Math.min(value, before.get(pid) ?? 0)
+  return sum
 }
 
 /** What `cpuPerOperation` answers. */

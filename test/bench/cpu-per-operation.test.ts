@@ -1,7 +1,8 @@
 import { describe, expect, test } from 'bun:test'
+import { availableParallelism } from 'node:os'
 import { cpuPerOperation, type CpuSnapshot } from '../../bench/support.ts'
 
-function snapshot(postgres: Record<string, number>): CpuSnapshot {
+function snapshot(postgres: Record<string, number>, postgresWait: Record<string, number> = {}): CpuSnapshot {
   return {
     generatorMs: 0,
     serverMs: 0,
@@ -12,7 +13,7 @@ function snapshot(postgres: Record<string, number>): CpuSnapshot {
     machineStolenMs: 0,
     generatorMainWaitMs: 0,
     serverMainWaitMs: 0,
-    postgresWaitMs: 0,
+    postgresWaitMsByPid: new Map(Object.entries(postgresWait)),
   }
 }
 
@@ -28,5 +29,14 @@ describe("the benchmarks' Postgres CPU per answer", () => {
 
   test('a process id reused by a process with less CPU than the one before it adds nothing, never less than nothing', () => {
     expect(cpuPerOperation(snapshot({ '300': 500 }), snapshot({ '300': 20 }), 10).postgresUs).toBe(0)
+  })
+})
+
+describe("the benchmarks' Postgres run-queue wait", () => {
+  test("sums each process's growth too: a backend that ended during the run does not lower it", () => {
+    // One second of wall time on every core; the same processes as above, their waits in ms.
+    const before = { ...snapshot({}, { '100': 50, '200': 900, '300': 10 }), machineAllMs: 0 }
+    const after = { ...snapshot({}, { '100': 60, '300': 50, '400': 25 }), machineAllMs: 1000 * availableParallelism() }
+    expect(cpuPerOperation(before, after, 1000).postgresWaitPercent).toBe(7.5)
   })
 })
