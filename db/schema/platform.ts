@@ -7,6 +7,11 @@ export const organizations = pgTable('organizations', {
   name: text('name').notNull(),
   /** Raised per-minute limit for this organization's secret and test keys; null means the contract's default. */
   rateLimitPerMinute: integer('rate_limit_per_minute'),
+  /**
+   * Raised by one with every change of the limit, so an instance's cache keeps the newest of the
+   * rows it reads, whatever order their reads answer in.
+   */
+  limitsVersion: bigint('limits_version', { mode: 'number' }).notNull().default(0),
   onboardingChecklist: jsonb('onboarding_checklist').$type<Record<string, boolean>>().notNull(),
   signedOffAt: timestamp('signed_off_at', { withTimezone: true, mode: 'date' }),
   signedOffBy: text('signed_off_by'),

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { and, eq } from 'drizzle-orm'
 import { rateLimitCounters } from '../../db/schema/index.ts'
 import { FailOpenRateLimiter, MemoryRateLimiter, PostgresRateLimiter, RATE_WINDOW_MS, type RateLimiter } from '../../server/platform/rate-limit-store.ts'
+import { refreshCachedOrg } from '../../server/modules/orgs/repo.ts'
 import { startTestApp, type TestApp, type TestOrg, type TestResponse } from '../support/app.ts'
 
 /**
@@ -168,6 +169,21 @@ describe('operator limits', () => {
     const restored = await app.ops('PATCH', `/ops/v1/orgs/${org.id}/limits`, { rateLimitPerMinute: null })
     expect(restored.body.rateLimitPerMinute).toBe(1000)
     expect((await app.call('GET', '/v1/sandbox/clock', { key: org.testKey })).headers.get('x-ratelimit-limit')).toBe('1000')
+  })
+
+  test('a row read before a later change committed, answering after it, does not bring the older limit back', async () => {
+    const org = await app.createOrg('Crossing Refresh Org')
+    await app.ops('PATCH', `/ops/v1/orgs/${org.id}/limits`, { rateLimitPerMinute: 5000 })
+    const first = app.kassa.runtime.keys.org(org.id)!
+    await app.ops('PATCH', `/ops/v1/orgs/${org.id}/limits`, { rateLimitPerMinute: 2000 })
+    // What a refresh for the first change hands the cache when its read answers last (this
+    // instance refreshes on its own NOTIFY too): the row as the first change left it.
+    app.kassa.runtime.keys.upsertOrg(first)
+    enterFreshWindow()
+    expect((await app.call('GET', '/v1/sandbox/clock', { key: org.testKey })).headers.get('x-ratelimit-limit')).toBe('2000')
+    // A refresh that reads the row now keeps it.
+    await refreshCachedOrg(app.kassa.runtime.db, app.kassa.runtime.keys, org.id)
+    expect(app.kassa.runtime.keys.org(org.id)).toMatchObject({ rateLimitPerMinute: 2000, limitsVersion: 2 })
   })
 
   test('the raised limit does not apply to publishable keys', async () => {

@@ -16,6 +16,8 @@ export interface CachedKey {
 export interface CachedOrg {
   id: string
   rateLimitPerMinute: number | null
+  /** The row's `limits_version`: raised by one with every change of the limit. */
+  limitsVersion: number
 }
 
 export type KeyLookup =
@@ -70,7 +72,14 @@ export class KeyCache {
     this.byHash.set(merged.keyHash, merged)
   }
 
+  /**
+   * Keeps the newest of the rows read: a refresh that read the row before a later change committed,
+   * answering after that change was taken here, leaves the later limit in place. (Limits go up and
+   * down, so unlike a revocation no value tells old from new; the row's version does.)
+   */
   upsertOrg(org: CachedOrg): void {
+    const previous = this.orgs.get(org.id)
+    if (previous !== undefined && previous.limitsVersion > org.limitsVersion) return
     this.orgs.set(org.id, org)
   }
 

@@ -1,7 +1,7 @@
-import { and, asc, eq, isNull } from 'drizzle-orm'
+import { and, asc, eq, isNull, sql } from 'drizzle-orm'
 import type { Database, Executor } from '../../../db/client.ts'
 import { apiKeys, organizations, withdrawalApprovalThresholds } from '../../../db/schema/index.ts'
-import type { CachedKey, KeyCache } from './key-cache.ts'
+import type { CachedKey, CachedOrg, KeyCache } from './key-cache.ts'
 
 export type OrganizationRow = typeof organizations.$inferSelect
 export type ApiKeyRow = typeof apiKeys.$inferSelect
@@ -18,11 +18,13 @@ export function toCachedKey(row: ApiKeyRow): CachedKey {
   }
 }
 
+export function toCachedOrg(row: OrganizationRow): CachedOrg {
+  return { id: row.id, rateLimitPerMinute: row.rateLimitPerMinute, limitsVersion: row.limitsVersion }
+}
+
 export async function loadKeyCache(db: Database, cache: KeyCache): Promise<void> {
   for (const row of await db.select().from(apiKeys)) cache.upsertKey(toCachedKey(row))
-  for (const row of await db.select().from(organizations)) {
-    cache.upsertOrg({ id: row.id, rateLimitPerMinute: row.rateLimitPerMinute })
-  }
+  for (const row of await db.select().from(organizations)) cache.upsertOrg(toCachedOrg(row))
 }
 
 export async function refreshCachedKey(db: Database, cache: KeyCache, keyId: string): Promise<void> {
@@ -32,7 +34,7 @@ export async function refreshCachedKey(db: Database, cache: KeyCache, keyId: str
 
 export async function refreshCachedOrg(db: Database, cache: KeyCache, orgId: string): Promise<void> {
   const [row] = await db.select().from(organizations).where(eq(organizations.id, orgId))
-  if (row) cache.upsertOrg({ id: row.id, rateLimitPerMinute: row.rateLimitPerMinute })
+  if (row) cache.upsertOrg(toCachedOrg(row))
 }
 
 export async function insertOrganization(executor: Executor, row: typeof organizations.$inferInsert): Promise<OrganizationRow> {
@@ -55,6 +57,16 @@ export async function updateOrganization(
   changes: Partial<typeof organizations.$inferInsert>,
 ): Promise<OrganizationRow | undefined> {
   const [row] = await executor.update(organizations).set(changes).where(eq(organizations.id, orgId)).returning()
+  return row
+}
+
+/** Sets the limit and raises its version in the same update (see `KeyCache.upsertOrg`). */
+export async function updateRateLimit(executor: Executor, orgId: string, rateLimitPerMinute: number | null): Promise<OrganizationRow | undefined> {
+  const [row] = await executor
+    .update(organizations)
+    .set({ rateLimitPerMinute, limitsVersion: sql`${organizations.limitsVersion} + 1` })
+    .where(eq(organizations.id, orgId))
+    .returning()
   return row
 }
 

@@ -97,7 +97,7 @@ export async function createOrganization(runtime: Runtime, name: string) {
     const publishable = await insertNewKey(tx, org.id, 'publishable', 'sandbox')
     return { org, test, publishable }
   })
-  runtime.keys.upsertOrg({ id: org.id, rateLimitPerMinute: null })
+  runtime.keys.upsertOrg(repo.toCachedOrg(org))
   // Other instances learn of the organization now, not at their next restart.
   await announce(runtime, { kind: 'org', id: org.id })
   await publishKeys(runtime, [test.row, publishable.row])
@@ -202,9 +202,9 @@ export async function signOff(runtime: Runtime, orgId: string, signedOffBy: stri
 }
 
 export async function setRateLimit(runtime: Runtime, orgId: string, rateLimitPerMinute: number | null): Promise<OrganizationView> {
-  await requireOrganization(runtime, orgId)
-  await repo.updateOrganization(runtime.db, orgId, { rateLimitPerMinute })
-  runtime.keys.upsertOrg({ id: orgId, rateLimitPerMinute })
+  const updated = await repo.updateRateLimit(runtime.db, orgId, rateLimitPerMinute)
+  if (updated === undefined) throw notFound('organization')
+  runtime.keys.upsertOrg(repo.toCachedOrg(updated))
   await announce(runtime, { kind: 'org', id: orgId })
   return describeOrganization(runtime, orgId)
 }
