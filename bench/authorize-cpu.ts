@@ -5,7 +5,9 @@
  *
  * It builds the app with `createApp(configForTests({ rateLimitStore: 'memory' }))`, creates an org,
  * a test key, and funded accounts through the API, then keeps AUTHCPU_CONCURRENCY requests in flight
- * for AUTHCPU_DURATION_MS and prints the process's CPU time (user + system) and wall time per request.
+ * for AUTHCPU_DURATION_MS and prints the process's CPU time (user + system) and wall time per request,
+ * and the writer's batches over the run with their operations each: the main thread's cost per
+ * request falls with the batch size (a batch has fixed costs), so runs compare only at like sizes.
  *
  * Database: embedded PGlite by default, whose own work runs in this process and dominates the CPU
  * figure. With AUTHCPU_POSTGRES=1 it uses a throwaway database on the Postgres server
@@ -107,6 +109,9 @@ async function drive(durationMs: number): Promise<Tally> {
 }
 
 await drive(WARMUP_MS)
+const writer = kassa.runtime.ledger.writer
+const batchesBefore = writer.committedBatches
+const operationsBefore = writer.committedOperations
 const cpuBefore = process.cpuUsage()
 const mainBefore = mainThreadCpuMs()
 const wallBefore = performance.now()
@@ -114,6 +119,8 @@ const tally = await drive(DURATION_MS)
 const wallMs = performance.now() - wallBefore
 const cpu = process.cpuUsage(cpuBefore)
 const mainThreadMs = mainThreadCpuMs() - mainBefore
+const batches = writer.committedBatches - batchesBefore
+const operations = writer.committedOperations - operationsBefore
 await kassa.runtime.ledger.drain()
 await kassa.close()
 await benchDatabase?.drop()
@@ -135,6 +142,9 @@ console.log(
       systemMicrosPerRequest: Math.round((cpu.system / tally.answered) * 10) / 10,
       // The JavaScript thread alone; the rest of the process is the engine's compiler and collector threads.
       mainThreadMicrosPerRequest: Math.round(((mainThreadMs * 1000) / tally.answered) * 10) / 10,
+      // The writer's batches over the measured run (none when it is skipped).
+      batchesCommitted: batches,
+      operationsPerBatch: batches === 0 ? 0 : Math.round((operations / batches) * 10) / 10,
     },
     null,
     2,
