@@ -98,10 +98,13 @@ export interface ServerProcess {
  * Starts `bun server/main.ts` and answers once it listens. For diagnostics, BENCH_SERVER_BUN_ARGS
  * adds arguments to the server's `bun` (`--cpu-prof --cpu-prof-dir=/tmp/prof`), and
  * BENCH_SERVER_ENV, a JSON object, adds to the server's environment alone (`{"BUN_JSC_logGC":"1"}`
- * logs its garbage collections to the benchmark's stderr; the load generator's are not logged).
+ * logs its garbage collections to the benchmark's stderr; the load generator's are not logged), and
+ * BENCH_SERVER_NICE runs the server at that niceness (`nice -n`; 5 gives Postgres and the load
+ * generator, at 0, about three times its weight in the scheduler when they compete for a core).
  */
 export function startServer(env: Record<string, string>): Promise<ServerProcess> {
-  return startListening(['./node_modules/.bin/bun', ...(process.env.BENCH_SERVER_BUN_ARGS ? process.env.BENCH_SERVER_BUN_ARGS.split(' ') : []), 'server/main.ts'], {
+  const nice = process.env.BENCH_SERVER_NICE ? ['nice', '-n', process.env.BENCH_SERVER_NICE] : []
+  return startListening([...nice, './node_modules/.bin/bun', ...(process.env.BENCH_SERVER_BUN_ARGS ? process.env.BENCH_SERVER_BUN_ARGS.split(' ') : []), 'server/main.ts'], {
     ...serverEnvironment(),
     PORT: '0',
     HOST: '127.0.0.1',
