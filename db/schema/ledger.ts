@@ -30,9 +30,10 @@ export const ledgerMovements = pgTable(
     assets: text('assets').array().notNull(),
     amounts: numeric('amounts', { precision: 38, scale: 0 }).array().notNull(),
   },
-  // By reference only: the movements of a payment, transfer or hold. Every authorization writes an
-  // entry into each index here, so none is kept that no query reads (an organization's movements in
-  // id order had one and no reader).
+  // By reference only: the movements of a payment, transfer or hold (verify reads it to tell a payment
+  // whose reservation has a movement row of its own, from before migration 0013, from one whose row
+  // records it). Every movement writes an entry into each index here, so none is kept that no query
+  // reads (an organization's movements in id order had one and no reader).
   (table) => [
     index('ledger_movements_reference_idx').on(table.reference),
     check(

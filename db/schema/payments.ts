@@ -8,6 +8,11 @@ const at = (name: string) => timestamp(name, { withTimezone: true, mode: 'date' 
  * A card-style payment authorization. States: `authorized` (its hold is pending) moves once to
  * `captured`, `voided` or `expired`; `declined` is terminal from the start. Declines are recorded
  * too, with the issuer-like `failure_code`.
+ *
+ * A row with `hold_id` set is also the ledger's record of its reservation (the amount from the
+ * account's available to its held; `server/ledger/journal.ts`): no movement row is written for it.
+ * A trigger (migration 0013) refuses changing its id, organization, account, asset, amount or hold,
+ * and deleting it.
  */
 export const payments = pgTable(
   'payments',

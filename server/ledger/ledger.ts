@@ -6,6 +6,7 @@ import { ApiError } from '../lib/errors.ts'
 import type { AssetCode } from '../modules/assets/catalog.ts'
 import { AccountDirectory } from './accounts.ts'
 import { assertZeroSum, deltasOf, HotBalances, type HotBalance } from './hot-balances.ts'
+import { assertReservationRecord } from './journal.ts'
 import { PendingHolds } from './pending-holds.ts'
 import { DEFAULT_ASSET_POLICIES, type AssetPolicy } from './policy.ts'
 import { GroupCommitWriter, type LedgerOperation } from './writer.ts'
@@ -111,6 +112,7 @@ export class Ledger {
    */
   submit(op: LedgerOperation): Promise<void> {
     assertZeroSum(op.postings)
+    if (op.recordedByPayment) assertReservationRecord(op)
     const deltas = deltasOf(op.orgId, op.postings, 1n)
     const overdraft = this.balances.overdraftIn(deltas)
     if (overdraft) {

@@ -44,7 +44,7 @@ export function ledgerOpsRoutes(runtime: Runtime) {
       response: VerifyReportSchema,
       detail: doc(
         'Prove the ledger over the whole database',
-        'Each balance equals the sum of its postings per bucket; every movement sums to zero per asset; every balance keeps total = available + held + inFlight + sum(allocations); no customer bucket is negative.',
+        'Each balance equals the sum of its postings per bucket; every movement sums to zero per asset; every balance keeps total = available + held + inFlight + sum(allocations); no customer bucket is negative. The postings are the legs of every movement row and, for each authorized payment, the two legs of its reservation (its amount from available to held), which its payment row records instead of a movement row; counts.movements and counts.postings include those.',
       ),
     })
     .get(

@@ -1,5 +1,6 @@
 import { sql } from 'drizzle-orm'
 import { queryRows, type Database } from '../../db/client.ts'
+import { JOURNAL_COUNTS, JOURNAL_LEGS } from './journal.ts'
 
 export interface VerifyProblem {
   check: 'balance_matches_postings' | 'movement_sums_to_zero' | 'total_invariant' | 'customer_nonnegative'
@@ -17,7 +18,8 @@ const PROBLEMS_MAX = 100
 
 /**
  * Proves the ledger over the whole database, from the immutable postings (the legs of every
- * movement) up: each balance row equals the sum of its postings, per bucket; every movement sums to
+ * movement, the reservations their payments record included: `journal.ts`) up: each balance row
+ * equals the sum of its postings, per bucket; every stored movement sums to
  * zero per asset; and every row keeps `total = available + held + inFlight + Σ allocations` (no
  * allocations exist until vaults do, so that sum is zero). Runs in one repeatable-read snapshot so
  * concurrent commits cannot skew it.
@@ -41,7 +43,7 @@ export async function verifyLedger(db: Database): Promise<VerifyReport> {
                   coalesce(sum(amount) filter (where bucket = 'available'), 0) as available,
                   coalesce(sum(amount) filter (where bucket = 'held'), 0) as held,
                   coalesce(sum(amount) filter (where bucket = 'in_flight'), 0) as in_flight
-                from ledger_movements m, unnest(m.accounts, m.buckets, m.assets, m.amounts) as leg(account_id, bucket, asset, amount)
+                from ${JOURNAL_LEGS} as leg
                 group by org_id, account_id, asset)
               select coalesce(b.org_id, s.org_id) as org_id, coalesce(b.account_id, s.account_id) as account_id,
                 coalesce(b.asset, s.asset) as asset,
@@ -83,8 +85,7 @@ export async function verifyLedger(db: Database): Promise<VerifyReport> {
       )
       const [counts] = await queryRows<{ balances: string; movements: string; postings: string }>(
         tx,
-        sql`select (select count(*) from ledger_balances) as balances, (select count(*) from ledger_movements) as movements,
-                   (select coalesce(sum(cardinality(amounts)), 0) from ledger_movements) as postings`,
+        sql`select (select count(*) from ledger_balances) as balances, journal.movements, journal.postings from (${JOURNAL_COUNTS}) as journal`,
       )
       return {
         ok: problems.length === 0,

@@ -30,11 +30,33 @@ export interface IdempotencyAnswer {
  * Everything one operation writes. The writer turns a batch of these into a handful of multi-row
  * statements, so a batch of a hundred costs about as many round trips as a batch of one.
  */
-export interface LedgerOperation {
-  orgId: string
+export type LedgerOperation = OperationWrites & (OwnMovement | MovementInPayment)
+
+/** The movement is written as a row of its own in `ledger_movements` (its legs in its row). */
+interface OwnMovement {
   movementId: string
   movementKind: string
+  /** The resource that caused the movement (`tr_…`, `hold_…`, `pay_…`, a sandbox funding id). */
   reference: string
+  recordedByPayment?: undefined
+}
+
+/**
+ * An authorization's reservation, recorded by the operation's own payment row instead of a row of
+ * `ledger_movements`: that row already holds everything the movement would (organization, account,
+ * asset, amount, time, and `hold_id`, set only on a payment whose reservation committed with it),
+ * and a movement row cost Postgres a heap tuple and two index entries more per authorization. Its
+ * two legs (amount from the account's available to its held) are derived from the payment wherever
+ * the journal is read (`server/ledger/journal.ts`); the database refuses any change to those columns
+ * once written (migration 0013). `Ledger.submit` checks the postings are exactly those legs.
+ */
+interface MovementInPayment {
+  recordedByPayment: true
+}
+
+/** Everything an operation writes and does besides its movement's own record. */
+interface OperationWrites {
+  orgId: string
   createdAt: Date
   postings: Posting[]
   holds?: HoldRow[]
@@ -726,7 +748,7 @@ export class GroupCommitWriter {
         where ledger_writer_sequences.seq = (select (j ->> 'prev')::bigint from input)
         returning seq)`,
     )
-    add('movements', ledgerMovements, ops.map((op, index) => ({ row: movementRow(op), op: index })))
+    add('movements', ledgerMovements, movementRows(ops))
     values.balances = this.balanceDeltas(flight.batch, filtered)
     parts.push(filtered ? BALANCE_DELTAS_PER_OPERATION : BALANCE_DELTAS)
     parts.push(BALANCE_WRITES)
@@ -848,8 +870,18 @@ union all select 'refused', kassa_refuse('ledger writer: batch ' || (select j ->
   }
 }
 
+/** The batch's rows of `ledger_movements`: one per operation, but for reservations their payment records. */
+function movementRows(ops: LedgerOperation[]): Array<{ row: typeof ledgerMovements.$inferInsert; op: number }> {
+  const rows: Array<{ row: typeof ledgerMovements.$inferInsert; op: number }> = []
+  for (let index = 0; index < ops.length; index++) {
+    const op = ops[index]!
+    if (op.recordedByPayment !== true) rows.push({ row: movementRow(op), op: index })
+  }
+  return rows
+}
+
 /** An operation's movement with its legs, in posting order (leg i is `amounts[i]` of `assets[i]` on `buckets[i]` of `accounts[i]`). */
-function movementRow(op: LedgerOperation): typeof ledgerMovements.$inferInsert {
+function movementRow(op: LedgerOperation & OwnMovement): typeof ledgerMovements.$inferInsert {
   const count = op.postings.length
   const accounts = new Array<string>(count)
   const buckets = new Array<string>(count)

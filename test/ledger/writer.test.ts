@@ -26,8 +26,11 @@ afterAll(async () => {
 const writer = () => app.kassa.runtime.ledger.writer
 const ledger = () => app.kassa.runtime.ledger
 
+/** An operation written as a movement row of its own, found again by its reference. */
+type FundingOperation = LedgerOperation & { reference: string }
+
 /** A faucet credit written straight through the ledger, with an event whose id the caller may choose. */
-function credit(accountId: string, amountMinor: bigint, extra: Partial<LedgerOperation> = {}): LedgerOperation {
+function credit(accountId: string, amountMinor: bigint, extra: Partial<FundingOperation> = {}): FundingOperation {
   const now = new Date()
   const movementId = newId('mv')
   return {
@@ -403,7 +406,7 @@ describe('pipelining only batches worth their fixed cost', () => {
   })
 
   /** A credit of 1 on this describe's own organization (`credit` writes to the file's). */
-  const minCredit = (account: string): LedgerOperation => ({
+  const minCredit = (account: string): FundingOperation => ({
     ...credit(account, 1_000_000n),
     orgId: minFx.org.id,
     events: [eventRow(minFx.org.id, 'account.funded', { accountId: account }, new Date())],

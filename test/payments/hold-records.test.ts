@@ -80,7 +80,10 @@ describe("an authorization's hold is recorded by its payment's row", () => {
     const legacyHoldId = `hold_legacy${legacy.id.slice('pay_'.length + 'legacy'.length)}`
     await app.kassa.runtime.db.execute(sql`insert into holds (id, org_id, account_id, asset, amount, state, expires_at, created_at)
       select ${legacyHoldId}, org_id, account_id, asset, amount, 'pending', expires_at, created_at from payments where id = ${legacy.id}`)
+    // The database keeps a reservation's record (migration 0013): paused for this one rewrite of history.
+    await app.kassa.runtime.db.execute(sql`alter table payments disable trigger payments_reservation_record`)
     await app.kassa.runtime.db.execute(sql`update payments set hold_id = ${legacyHoldId} where id = ${legacy.id}`)
+    await app.kassa.runtime.db.execute(sql`alter table payments enable trigger payments_reservation_record`)
 
     const kassa = await restartOnSameDatabase(app)
     const second = { kassa, call: (method: string, path: string, body?: unknown) => callApp(kassa, method, path, { key: fx.org.testKey, body }) }

@@ -442,9 +442,9 @@ function reserve(runtime: Runtime, payment: PaymentRow, info: AssetInfo, amountM
   const body = JSON.stringify(view)
   const operation: LedgerOperation = {
     orgId: payment.orgId,
-    movementId: newId('mv'),
-    movementKind: 'payment_authorization',
-    reference: payment.id,
+    // The payment's row records the reservation's movement too: no row of `ledger_movements` is
+    // written for it (`server/ledger/journal.ts`).
+    recordedByPayment: true,
     createdAt: now,
     deadline,
     postings: reservationPostings(hold),
