@@ -4,7 +4,7 @@ import { queryRows } from '../../db/client.ts'
 import { createApp } from '../../server/app.ts'
 import { configForTests } from '../../server/config.ts'
 import { startTestApp, type TestApp } from '../support/app.ts'
-import { expectRefusedWithoutChange, expectVerified, ledgerFixture, ledgerRowCounts, type LedgerFixture } from './support.ts'
+import { expectRefusedWithoutChange, expectVerified, ledgerFixture, ledgerRowCounts, refusal, type LedgerFixture } from './support.ts'
 
 let app: TestApp
 let fx: LedgerFixture
@@ -16,17 +16,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await app.close()
 })
-
-/** The database's message for a statement it refuses (drizzle wraps it as the cause). */
-async function refusal(run: () => PromiseLike<unknown>): Promise<string> {
-  try {
-    await run()
-  } catch (error) {
-    const cause = (error as { cause?: { message?: string } }).cause
-    return cause?.message ?? String(error)
-  }
-  return 'not refused'
-}
 
 const transfer = (source: string, destination: string, amount: string) =>
   fx.call('POST', '/v1/transfers', { sourceAccountId: source, destinationAccountId: destination, asset: 'USDC', amount })

@@ -81,3 +81,14 @@ export async function expectRefusedWithoutChange(app: TestApp, send: () => Promi
   expect(await ledgerState(app)).toEqual(before)
   return response
 }
+
+/** The database's message for a statement it refuses (drizzle wraps it as the cause). */
+export async function refusal(run: () => PromiseLike<unknown>): Promise<string> {
+  try {
+    await run()
+  } catch (error) {
+    const cause = (error as { cause?: { message?: string } }).cause
+    return cause?.message ?? String(error)
+  }
+  return 'not refused'
+}

@@ -4,7 +4,7 @@ import { queryRows } from '../../db/client.ts'
 import { AssertionError } from '../../server/lib/assert.ts'
 import { expireDueHolds } from '../../server/modules/holds/service.ts'
 import type { TestApp } from '../support/app.ts'
-import type { LedgerFixture } from '../ledger/support.ts'
+import { refusal, type LedgerFixture } from '../ledger/support.ts'
 import { fundedCardHolder } from './support.ts'
 
 let app: TestApp
@@ -31,18 +31,6 @@ async function movementRows(paymentId: string): Promise<string[]> {
   await app.kassa.runtime.ledger.drain()
   const rows = await queryRows<{ kind: string }>(app.kassa.runtime.db, sql`select kind from ledger_movements where reference = ${paymentId} order by kind`)
   return rows.map((row) => row.kind)
-}
-
-/** The database's refusal of a statement, or undefined when it ran. */
-async function refusal(statement: ReturnType<typeof sql>): Promise<string | undefined> {
-  try {
-    await app.kassa.runtime.db.execute(statement)
-    return undefined
-  } catch (error) {
-    const messages: string[] = []
-    for (let current: unknown = error; current instanceof Error; current = current.cause) messages.push(current.message)
-    return messages.join(' | ')
-  }
 }
 
 describe("an authorization's reservation is recorded by its payment's row", () => {
@@ -86,13 +74,13 @@ describe("an authorization's reservation is recorded by its payment's row", () =
       sql`update payments set hold_id = null where id = ${payment.id}`,
       sql`delete from payments where id = ${payment.id}`,
     ]) {
-      expect(await refusal(change)).toContain(`payment ${payment.id} records a reservation in the ledger`)
+      expect(await refusal(() => app.kassa.runtime.db.execute(change))).toContain(`payment ${payment.id} records a reservation in the ledger`)
     }
     // A payment that reserved nothing cannot be given a hold afterwards either.
     const declined = (await authorize('100000')).body
     expect(declined).toMatchObject({ state: 'declined', holdId: null })
     expect((await queryRows(app.kassa.runtime.db, sql`select id from payments where id = ${declined.id}`)).length).toBe(1)
-    expect(await refusal(sql`update payments set hold_id = ${'hold_' + declined.id.slice('pay_'.length)} where id = ${declined.id}`)).toContain('records a reservation')
+    expect(await refusal(() => app.kassa.runtime.db.execute(sql`update payments set hold_id = ${'hold_' + declined.id.slice('pay_'.length)} where id = ${declined.id}`))).toContain('records a reservation')
     // Its state and what follows it still move (the capture below), and nothing else was changed.
     expect((await fx.call('POST', `/v1/payments/${payment.id}/capture`, {})).body).toMatchObject({ state: 'captured', amount: '2.000000' })
     expect((await verifyReport()).problems).toEqual([])
