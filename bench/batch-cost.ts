@@ -65,8 +65,9 @@ const size = (entry: { parts: Record<string, string> }) => Object.values(entry.p
 const largest = captured.sort((a, b) => size(b) - size(a))[0]!
 const names = Object.keys(largest.parts)
 const document = Object.fromEntries(names.map((name) => [name, JSON.parse(largest.parts[name]!)])) as Record<string, unknown>
-// One payment per authorization (its row also records the reservation's movement: no movement rows).
-const operations = (document.payments as unknown[]).length
+// One payment per authorization (its row also records the reservation's movement: no movement
+// rows), created by the batch: the writer's `authorizations` part.
+const operations = (document.authorizations as unknown[]).length
 await kassa.close()
 
 // The planner settings of the writer's own connection, as the writer runs it (BATCH_COST_PLANNER=default for Postgres' defaults).
@@ -121,7 +122,7 @@ await measure('JSON parameters parsed alone', async () => {
   for (let round = 0; round < ROUNDS; round++) await sql.unsafe(parseAll, names.map((name) => largest.parts[name]!), { prepare: true })
 })
 await measure('whole batch statement', () => replay(ROUNDS, document))
-for (const part of ['movements', 'balances', 'holds', 'payments', 'events'].filter((name) => name in document)) {
+for (const part of ['movements', 'balances', 'holds', 'authorizations', 'payments', 'events'].filter((name) => name in document)) {
   await measure(`without ${part}`, () => replay(ROUNDS, { ...document, [part]: [] }))
 }
 await measure('order guard alone (no rows)', () => replay(ROUNDS, Object.fromEntries(Object.entries(document).map(([name, value]) => [name, name === 'input' ? value : []]))))

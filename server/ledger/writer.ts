@@ -198,6 +198,16 @@ function lastStatePerId<Row extends { id: string }>(rows: Array<{ row: Row; op: 
   return [...latest.values()]
 }
 
+/**
+ * A payment created in a batch is not also moved to a new state in it: its capture, void or lapse
+ * needs it committed first. Two parts of one statement writing the same row would fail the batch.
+ */
+function assertCreatedOnce(created: Array<{ row: PaymentRow }>, moved: Array<{ row: PaymentRow }>): void {
+  if (created.length === 0 || moved.length === 0) return
+  const ids = new Set(created.map((entry) => entry.row.id))
+  for (const entry of moved) assert(!ids.has(entry.row.id), `payment ${entry.row.id} is created and moved in one batch`)
+}
+
 /** Rows of one kind from every operation of a batch, each with its operation's index. */
 function rowsOf<Row>(ops: LedgerOperation[], pick: (op: LedgerOperation) => Row[] | undefined): Array<{ row: Row; op: number }> {
   const rows: Array<{ row: Row; op: number }> = []
@@ -754,7 +764,15 @@ export class GroupCommitWriter {
     parts.push(BALANCE_WRITES)
     add('holds', holds, lastStatePerId(rowsOf(ops, (op) => op.holds)), HOLD_TAIL)
     add('transfers', transfers, rowsOf(ops, (op) => op.transfers))
-    add('payments', payments, lastStatePerId(rowsOf(ops, (op) => op.payments)), PAYMENT_TAIL)
+    // A payment that records its reservation is created by this commit (its hold is never added to
+    // a row written before): a plain insert, which a second row with its key fails loudly. Only
+    // payments moving to a new state are upserted; an upsert costs Postgres a probe of the key and
+    // a speculative insertion per row (see "Payment authorization" in the README).
+    const created = rowsOf(ops, (op) => (op.recordedByPayment ? op.payments : undefined))
+    const moved = lastStatePerId(rowsOf(ops, (op) => (op.recordedByPayment ? undefined : op.payments)))
+    assertCreatedOnce(created, moved)
+    add('authorizations', payments, created)
+    add('payments', payments, moved, PAYMENT_TAIL)
     // A new arrival conflicts on its id only when it is being moved on; the (network, txHash,
     // address) key refuses a second row for the same observation, failing the commit loudly.
     add(

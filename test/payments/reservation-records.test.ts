@@ -137,4 +137,31 @@ describe("an authorization's reservation is recorded by its payment's row", () =
     expect(await fx.balance(payer)).toEqual(balanceBefore)
     expect((await queryRows(app.kassa.runtime.db, sql`select id from payments where id = ${payment.id}`)).length).toBe(0)
   })
+
+  test("a reservation's payment is created by its own commit: a second row with its key fails that commit, and nothing of it is applied", async () => {
+    const ledger = app.kassa.runtime.ledger
+    const db = app.kassa.runtime.db
+    const first = (await authorize('1')).body
+    expect(first).toMatchObject({ state: 'authorized' })
+    await ledger.drain()
+    const balanceBefore = await fx.balance(payer)
+    const stored = async () => queryRows(db, sql`select state, amount::text, hold_id, closed_at from payments where id = ${first.id}`)
+    const rowBefore = await stored()
+    // The same payment id again, as a second reservation: an upsert would have moved the balance
+    // a second time under the one row, which records a single reservation.
+    const again = { id: first.id, orgId: fx.org.id, accountId: payer, asset: 'USDC', amount: 1_000_000n, requestedAmount: '1', state: 'authorized' as const, holdId: 'hold_' + 'b'.repeat(32), createdAt: new Date() }
+    const postings = [
+      { accountId: payer, kind: 'customer' as const, bucket: 'available' as const, asset: 'USDC', amountMinor: -1_000_000n },
+      { accountId: payer, kind: 'customer' as const, bucket: 'held' as const, asset: 'USDC', amountMinor: 1_000_000n },
+    ]
+    expect(await refusal(() => ledger.submit({ orgId: fx.org.id, recordedByPayment: true, createdAt: new Date(), postings, payments: [again] }))).toContain('payments_pkey')
+    await ledger.drain()
+    expect(await fx.balance(payer)).toEqual(balanceBefore)
+    expect(await stored()).toEqual(rowBefore)
+    expect((await verifyReport()).problems).toEqual([])
+    // The writer reads the balances back and goes on by itself.
+    while (!ledger.writer.healthy()) await Bun.sleep(20)
+    expect((await authorize('0.5')).body).toMatchObject({ state: 'authorized' })
+    expect((await fx.call('POST', `/v1/payments/${first.id}/void`)).status).toBe(200)
+  })
 })
