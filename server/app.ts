@@ -11,7 +11,7 @@ import { depositsRoutes, suspenseOpsRoutes } from './modules/deposits/routes.ts'
 import { startDeposits } from './modules/deposits/service.ts'
 import { balancesRoutes, sandboxFundingRoutes } from './modules/balances/routes.ts'
 import { holdsRoutes } from './modules/holds/routes.ts'
-import { paymentsOpsRoutes, paymentsRoutes } from './modules/payments/routes.ts'
+import { authorizationShedPlugin, paymentsOpsRoutes, paymentsRoutes } from './modules/payments/routes.ts'
 import { startPayments } from './modules/payments/service.ts'
 import { startHoldExpiry } from './modules/holds/service.ts'
 import { eventsOpsRoutes, eventsRoutes } from './modules/events/routes.ts'
@@ -46,6 +46,7 @@ export function buildApp(runtime: Runtime) {
     .use(jsonBodyPlugin(runtime.config.bodyLimitBytes))
     .use(operatorAuthPlugin(runtime))
     .use(apiKeyAuthPlugin(runtime))
+    .use(authorizationShedPlugin(runtime))
     .use(openapiPlugin())
     .get('/health', () => ({ status: 'ok', environment: runtime.config.serviceEnv }), { detail: { hide: true } })
     .use(orgsOpsRoutes(runtime))

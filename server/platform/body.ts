@@ -43,6 +43,35 @@ function tooLarge(limitBytes: number): ApiError {
   })
 }
 
+/** Bodies a request hook read before routing (see `readJsonBody`), handed to the parse step as they are. */
+const readEarly = new WeakMap<Request, unknown>()
+
+/**
+ * A request's JSON body, read once: as the parse step reads it (the same limit and errors), for a
+ * request hook that needs the body before routing; the parse step then takes this value instead
+ * of reading the body again.
+ */
+export async function readJsonBody(request: Request, limitBytes: number): Promise<unknown> {
+  if (readEarly.has(request)) return readEarly.get(request)
+  const body = await parseJsonBody(request, limitBytes)
+  readEarly.set(request, body)
+  return body
+}
+
+async function parseJsonBody(request: Request, limitBytes: number): Promise<unknown> {
+  const text = await readLimited(request, limitBytes)
+  if (text.trim() === '') return {}
+  const contentType = request.headers.get('content-type') ?? ''
+  if (!/^application\/(.+\+)?json\b/i.test(contentType)) {
+    throw new ApiError('invalid_request', 'Content-Type must be application/json', { field: 'content-type' })
+  }
+  try {
+    return JSON.parse(text)
+  } catch {
+    throw new ApiError('invalid_request', 'The request body is not valid JSON', { field: 'body' })
+  }
+}
+
 /**
  * Bodies are JSON, at most `limitBytes` (BODY_LIMIT_BYTES, 256 KiB by default), counted as they
  * stream so a missing Content-Length cannot get around the limit.
@@ -50,16 +79,6 @@ function tooLarge(limitBytes: number): ApiError {
 export function jsonBodyPlugin(limitBytes: number) {
   return new Elysia({ name: 'kassa/json-body' }).onParse({ as: 'global' }, async ({ request }) => {
     if (request.method === 'GET' || request.method === 'HEAD') return
-    const text = await readLimited(request, limitBytes)
-    if (text.trim() === '') return {}
-    const contentType = request.headers.get('content-type') ?? ''
-    if (!/^application\/(.+\+)?json\b/i.test(contentType)) {
-      throw new ApiError('invalid_request', 'Content-Type must be application/json', { field: 'content-type' })
-    }
-    try {
-      return JSON.parse(text)
-    } catch {
-      throw new ApiError('invalid_request', 'The request body is not valid JSON', { field: 'body' })
-    }
+    return readEarly.has(request) ? readEarly.get(request) : await parseJsonBody(request, limitBytes)
   })
 }

@@ -12,7 +12,7 @@ import { newId } from '../../server/lib/ids.ts'
 import { DECLINE_BACKLOG_MAX, DeclineRecorder } from '../../server/modules/payments/repo.ts'
 import { inlineRecord } from '../../server/platform/idempotency.ts'
 import { LoadShedder } from '../../server/platform/load-shedder.ts'
-import { AUTHORIZATION_ANSWER_MARGIN_MS, AUTHORIZATION_BUDGET_MS, AUTHORIZATION_P99_MS, configurePayments, DECLINE_RECORD_LAG_MAX_MS, declineRecorderOf } from '../../server/modules/payments/service.ts'
+import { AUTHORIZATION_ANSWER_MARGIN_MS, AUTHORIZATION_BUDGET_MS, AUTHORIZATION_P99_MS, configurePayments, DECLINE_RECORD_LAG_MAX_MS, declineRecorderOf, shedAtArrival } from '../../server/modules/payments/service.ts'
 import { callApp, restartOnSameDatabase, type TestApp, type TestResponse } from '../support/app.ts'
 import { holdCalls, stallWriter as stallLedgerWriter, whileExpiryCommits } from '../support/writer.ts'
 import { expectVerified, ledgerFixture, ledgerState, type LedgerFixture } from '../ledger/support.ts'
@@ -555,6 +555,106 @@ describe('load shedding', () => {
   })
 })
 
+describe('load shedding before routing', () => {
+  test('an authorization the route would shed is declined from a request hook, from what is in memory; anything else goes on to the route and gets its answer there', async () => {
+    const runtime = app.kassa.runtime
+    const configured = runtime.shedder
+    const shedder = new LoadShedder({ lateMs: 5, lateTicks: 1, stepUp: 1, stepDown: 0 }, () => 0)
+    const frozen = await fx.mint('shed-frozen')
+    await fx.fund(frozen, '10')
+    expect((await app.ops('POST', `/ops/v1/accounts/${frozen}/freeze`)).status).toBe(200)
+    // Both accounts are in this instance's memory once the route has looked them up.
+    expect((await fx.call('POST', '/v1/payments/authorize', { accountId: frozen, asset: 'USDC', amount: '1' })).body.failureCode).toBe('account_frozen')
+    const other = await ledgerFixture(app, 'Shedding Other Org')
+    const stranger = await other.mint('stranger')
+    await other.fund(stranger, '10')
+    expect((await other.call('POST', '/v1/payments/authorize', { accountId: stranger, asset: 'USDC', amount: '1' })).body.state).toBe('authorized')
+    const input = { accountId: payer, asset: 'USDC', amount: '1', merchant: { name: 'Coffee Shop', mcc: '5814' } }
+    const notTaken: Array<[string, unknown]> = [
+      ['the body the route refuses: an amount that is not a string', { ...input, amount: 1 }],
+      ['the body the route refuses: a field it does not know', { ...input, tip: '1' }],
+      ['an amount that is not a decimal', { ...input, amount: 'abc' }],
+      ['more decimals than the asset has', { ...input, amount: '1.0000001' }],
+      ['an unsupported asset', { ...input, asset: 'DOGE' }],
+      ['past the per-payment limit', { ...input, amount: '100000000' }],
+      ['an account not in memory', { ...input, accountId: 'acct_' + '0'.repeat(32) }],
+      ["another organization's account", { ...input, accountId: stranger }],
+      ['a frozen account', { ...input, accountId: frozen }],
+    ]
+    const before = await fx.balance(payer)
+    const countBefore = await paymentCount()
+    runtime.shedder = shedder
+    try {
+      // Not shedding: nothing is taken, not even what would be.
+      expect(shedAtArrival(runtime, fx.org.id, input, performance.now())).toBeUndefined()
+      shedder.observe(50)
+      for (const [reason, body] of notTaken) expect([reason, shedAtArrival(runtime, fx.org.id, body, performance.now())]).toEqual([reason, undefined])
+      expect(shedder.shed).toBe(0)
+      const taken = JSON.parse(shedAtArrival(runtime, fx.org.id, input, performance.now())!)
+      expect(taken).toMatchObject({ state: 'declined', failureCode: 'processing_timeout', accountId: payer, amount: '1.000000', holdId: null })
+      expect(shedder.shed).toBe(1)
+
+      // Through the app: the route's answers for what the hook does not take, unchanged by shedding.
+      const answers = await Promise.all([
+        authorize('abc'),
+        fx.call('POST', '/v1/payments/authorize', { ...input, accountId: 'acct_' + '0'.repeat(32) }),
+        fx.call('POST', '/v1/payments/authorize', { ...input, accountId: stranger }),
+        fx.call('POST', '/v1/payments/authorize', { ...input, asset: 'DOGE' }),
+        fx.call('POST', '/v1/payments/authorize', { ...input, accountId: frozen }),
+        authorize('100000000'),
+        app.call('POST', '/v1/payments/authorize', { key: fx.org.publishableKey, body: input }),
+      ])
+      expect(answers.map((answer) => [answer.status, answer.body.error?.code ?? answer.body.failureCode, answer.body.error?.field])).toEqual([
+        [400, 'invalid_request', 'amount'],
+        [404, 'not_found', 'accountId'],
+        [404, 'not_found', 'accountId'],
+        [201, 'unsupported_asset', undefined],
+        [201, 'account_frozen', undefined],
+        [201, 'limit_exceeded', undefined],
+        [403, 'permission_denied', undefined],
+      ])
+      expect(shedder.shed).toBe(1)
+      // What it takes is answered as the route answers a shed (a recorded decline, with the rate
+      // headers), without reaching the route: the route would look the account up.
+      const directory = runtime.ledger.accounts
+      const lookUp = directory.require.bind(directory)
+      let lookups = 0
+      directory.require = (...args: Parameters<typeof lookUp>) => {
+        lookups += 1
+        return lookUp(...args)
+      }
+      let shed: TestResponse
+      try {
+        shed = await authorize('1')
+        expect(lookups).toBe(0)
+        expect((await fx.call('POST', '/v1/payments/authorize', { ...input, asset: 'DOGE' })).body.failureCode).toBe('unsupported_asset')
+        expect(lookups).toBe(1)
+      } finally {
+        delete (directory as { require?: unknown }).require
+      }
+      expect(shed.status).toBe(201)
+      expect(shed.body).toMatchObject({ state: 'declined', failureCode: 'processing_timeout', holdId: null, expiresAt: null })
+      expect(Value.Check(Payment, shed.body)).toBe(true)
+      expect(shed.headers.get('content-type')).toBe('application/json;charset=utf-8')
+      expect(Number(shed.headers.get('x-ratelimit-limit'))).toBeGreaterThan(0)
+      expect(shedder.shed).toBe(2)
+      const recorder = declineRecorderOf(runtime)
+      for (let tries = 0; recorder.backlog > 0 && tries < 500; tries++) await Bun.sleep(10)
+      for (const payment of [taken, shed.body]) {
+        expect((await fx.call('GET', `/v1/payments/${payment.id}`)).body).toEqual(payment)
+        expect(await eventsOf(payment.id)).toEqual(['payment.declined'])
+      }
+    } finally {
+      runtime.shedder = configured
+    }
+    // Nothing reserved; the two sheds and the route's four declines (two unsupported assets, the
+    // frozen account, the limit) are recorded.
+    expect(await fx.balance(payer)).toEqual(before)
+    expect(await paymentCount()).toBe(countBefore + 6)
+    await expectVerified(app)
+  })
+})
+
 describe('decline records', () => {
   test('records behind: a decline without a key is answered at once and recorded behind; a keyed one still waits for its record', async () => {
     const recorder = declineRecorderOf(app.kassa.runtime)
@@ -678,6 +778,44 @@ describe('decline records', () => {
     }
   })
 
+  test('a decline is a new payment: its first write refuses a row already there, and a batch written again after a lost reply changes nothing', async () => {
+    const recorder = new DeclineRecorder(app.kassa.runtime.db)
+    const internals = recorder as unknown as { write(batch: unknown[], again: boolean): Promise<{ kind: string }> }
+    const write = internals.write.bind(recorder)
+    const now = new Date()
+    const existing = (await authorize('1')).body
+    expect(existing.state).toBe('authorized')
+    await app.kassa.runtime.ledger.drain()
+    try {
+      // A decline with the id of a payment already written is refused, and that payment is left as
+      // it was (an upsert would have marked it declined while its hold stayed).
+      const clash: PaymentRow = { ...declinedRow(1_000_000n, now), id: existing.id }
+      const refused = await recorder.record(clash, eventRow(fx.org.id, 'payment.declined', { paymentId: clash.id }, now)).then(
+        () => 'recorded',
+        (error: unknown) => String((error as { cause?: unknown }).cause ?? error),
+      )
+      expect(refused).toContain('payments_pkey')
+      expect((await fx.call('GET', `/v1/payments/${existing.id}`)).body).toEqual(existing)
+      expect(await eventsOf(existing.id)).toEqual(['payment.authorized'])
+
+      // The first attempt commits but its reply is lost: written again, idempotently, and recorded once.
+      const attempts: boolean[] = []
+      internals.write = async (batch, again) => {
+        attempts.push(again)
+        const outcome = await write(batch, again)
+        return attempts.length === 1 ? { kind: 'failed', error: new Error('the connection closed before the reply') } : outcome
+      }
+      const row = declinedRow(1_000_000n, now)
+      expect(await recorder.record(row, eventRow(fx.org.id, 'payment.declined', { paymentId: row.id }, now))).toBe('recorded')
+      expect(attempts).toEqual([false, true])
+      expect((await fx.call('GET', `/v1/payments/${row.id}`)).body).toMatchObject({ id: row.id, state: 'declined', failureCode: 'insufficient_funds' })
+      expect(await eventsOf(row.id)).toEqual(['payment.declined'])
+    } finally {
+      await recorder.stop()
+    }
+    expect((await fx.call('POST', `/v1/payments/${existing.id}/void`)).body.state).toBe('voided')
+  })
+
   test('a batch claims each key once: a decline whose key a live record or an earlier decline of the batch holds is left unwritten and answered key_taken', async () => {
     const recorder = new DeclineRecorder(app.kassa.runtime.db)
     const now = new Date()
@@ -719,11 +857,11 @@ describe('decline records', () => {
     const now = new Date()
     // Batches of one, each held 50 ms: ten declines take over 500 ms to write, past a 400 ms grace.
     const recorder = new DeclineRecorder(app.kassa.runtime.db, 1)
-    const internals = recorder as unknown as { write(batch: unknown[]): Promise<unknown> }
+    const internals = recorder as unknown as { write(batch: unknown[], again: boolean): Promise<unknown> }
     const write = internals.write.bind(recorder)
-    internals.write = async (batch) => {
+    internals.write = async (batch, again) => {
       await Bun.sleep(50)
-      return write(batch)
+      return write(batch, again)
     }
     const rows = Array.from({ length: 10 }, () => declinedRow(1_000_000n, now))
     const outcomes = rows.map((row) => recorder.record(row, eventRow(fx.org.id, 'payment.declined', { paymentId: row.id }, now)))

@@ -194,7 +194,7 @@ export class DeclineRecorder {
       for (let attempt = 0; this.queue.length > 0; ) {
         // New declines only join the end of the queue, so the batch is still its front afterwards.
         const batch = this.queue.slice(0, this.batchMax)
-        const outcome = await this.write(batch)
+        const outcome = await this.write(batch, attempt > 0)
         if (outcome.kind === 'written' || refusedForGood(outcome.error)) {
           this.lastWrittenAt = performance.now()
           this.queue.splice(0, batch.length)
@@ -217,10 +217,13 @@ export class DeclineRecorder {
     }
   }
 
-  /** Writes one batch: the declines whose key an earlier request holds (nothing of them written), or why it did not commit. */
-  private async write(batch: PendingDecline[]): Promise<{ kind: 'written'; taken: Set<PendingDecline> } | { kind: 'failed'; error: unknown }> {
+  /**
+   * Writes one batch: the declines whose key an earlier request holds (nothing of them written), or
+   * why it did not commit. `again`: an earlier attempt failed, and may have committed all the same.
+   */
+  private async write(batch: PendingDecline[], again: boolean): Promise<{ kind: 'written'; taken: Set<PendingDecline> } | { kind: 'failed'; error: unknown }> {
     try {
-      const { statement, duplicates } = declineStatement(batch)
+      const { statement, duplicates } = declineStatement(batch, again)
       const lost = await queryText<{ op: number | string }>(this.executor, statement)
       const taken = new Set(duplicates)
       for (const row of lost) taken.add(batch[Number(row.op)]!)
@@ -232,6 +235,7 @@ export class DeclineRecorder {
 }
 
 const PAYMENT_UPSERT = upsertTail('org_id, id', ['state', 'failure_code', 'closed_at'])
+const EVENT_ONCE = 'on conflict (id) do nothing'
 
 /**
  * A batch of declines as one statement that commits by itself, as the ledger writer writes its
@@ -239,10 +243,18 @@ const PAYMENT_UPSERT = upsertTail('org_id, id', ['state', 'failure_code', 'close
  * each reading its rows from a JSON parameter. One round trip and one commit for the batch (it was
  * a transaction of four statements). A decline whose key is held by a live record is left out of
  * every part and answered back (`lost`), as is a later decline of the batch with a key an earlier
- * one claims. Its events are written so that writing the batch again after a lost reply changes
- * nothing.
+ * one claims.
+ *
+ * A declined payment and its event are new rows (fresh ids; an authorization declined after its
+ * late write landed is closed by the ledger writer, not here), so a first attempt inserts them
+ * plainly, and a row already there fails it loudly. Only a batch written `again`, after an attempt
+ * that failed and may have committed all the same (its reply lost with the connection), is written
+ * so that writing it again changes nothing: its payments upserted, its events skipped when there.
+ * The idempotent form costs Postgres a probe of each key and a speculative insertion per row,
+ * which past capacity, where every shed authorization is a decline to record, is much of what
+ * a decline costs it (README, "Load shedding").
  */
-function declineStatement(batch: PendingDecline[]): { statement: TextStatement; duplicates: Set<PendingDecline> } {
+function declineStatement(batch: PendingDecline[], again: boolean): { statement: TextStatement; duplicates: Set<PendingDecline> } {
   const firstOfKey = new Map<string, number>()
   const duplicates = new Set<PendingDecline>()
   batch.forEach((pending, index) => {
@@ -262,10 +274,10 @@ function declineStatement(batch: PendingDecline[]): { statement: TextStatement; 
     parts.push(...claimed.parts)
   }
   if (kept.length > 0) {
-    const paymentsPart = insertFromJson(payments, kept.map(({ pending }) => pending.row), jsonParameter('payments'), { tail: PAYMENT_UPSERT, ...filter })
+    const paymentsPart = insertFromJson(payments, kept.map(({ pending }) => pending.row), jsonParameter('payments'), { tail: again ? PAYMENT_UPSERT : undefined, ...filter })
     values.payments = paymentsPart.rows
     parts.push(`payments as (${paymentsPart.text})`)
-    const eventsPart = insertFromJson(events, kept.map(({ pending }) => pending.event), jsonParameter('events'), { tail: 'on conflict (id) do nothing', ...filter })
+    const eventsPart = insertFromJson(events, kept.map(({ pending }) => pending.event), jsonParameter('events'), { tail: again ? EVENT_ONCE : undefined, ...filter })
     values.events = eventsPart.rows
     parts.push(`events as (${eventsPart.text})`)
   }

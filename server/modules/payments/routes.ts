@@ -3,7 +3,10 @@ import { IdParams } from '../../lib/params.ts'
 import { ApiError } from '../../lib/errors.ts'
 import { jsonResponse, replayResponse, type AccessPlugin } from '../../platform/access.ts'
 import { arrivalOf } from '../../platform/arrival.ts'
-import { idempotencyKeyOf, requestHashOf, type IdempotencyStore, type InlineIdempotency } from '../../platform/idempotency.ts'
+import { IDEMPOTENCY_HEADER, idempotencyKeyOf, requestHashOf, type IdempotencyStore, type InlineIdempotency } from '../../platform/idempotency.ts'
+import { principalOf } from '../../platform/auth.ts'
+import { readJsonBody } from '../../platform/body.ts'
+import { pathnameOf } from '../../lib/url.ts'
 import { apiDoc } from '../../platform/openapi.ts'
 import { histogramSchema } from '../../ledger/ops-routes.ts'
 import type { Runtime } from '../../runtime.ts'
@@ -15,6 +18,33 @@ import { DECLINE_BACKLOG_MAX } from './repo.ts'
 const STATES_DOC =
   'States: authorized → captured | voided | expired (24 h after authorization on the organization\'s clock, event payment.expired); declined is terminal from the start. Events: payment.authorized, payment.declined, payment.captured, payment.voided, payment.expired.'
 const REFUSALS_DOC = 'Refused with hold_not_active (409) unless the payment is authorized (declined, captured, voided, or being captured or voided right now), and hold_expired (422) once it has lapsed or while its lapse is being committed.'
+
+const AUTHORIZE_PATH = '/v1/payments/authorize'
+
+/**
+ * Load shedding before routing: a request hook, after authentication and rate limiting, that
+ * declines an authorization the shedder picks from what is in memory (`service.shedAtArrival`),
+ * without routing, parsing, validation or the route. It reads nothing unless the shedder is
+ * shedding; a request it does not take goes on to the route with its body already read. Past
+ * capacity the server's one thread is the bottleneck, and a shed that costs it less leaves it more
+ * for approvals and for reading requests before their budget is gone (the README, "Load shedding").
+ */
+export function authorizationShedPlugin(runtime: Runtime) {
+  const bodyLimitBytes = runtime.config.bodyLimitBytes
+  return new Elysia({ name: 'kassa/authorization-shed' }).onRequest(async ({ request, set }) => {
+    // The cheap tests first: an ordinary request pays for one property read.
+    const shedder = runtime.shedder
+    if (shedder === undefined || shedder.currentShare === 0) return
+    if (request.method !== 'POST' || pathnameOf(request.url) !== AUTHORIZE_PATH) return
+    // A keyed request is never shed (its key must answer the same on every instance), and a key
+    // the route would refuse is refused there.
+    if (request.headers.has(IDEMPOTENCY_HEADER)) return
+    const principal = principalOf(request)
+    if (principal === undefined || principal.keyType === 'publishable') return
+    const body = service.shedAtArrival(runtime, principal.orgId, await readJsonBody(request, bodyLimitBytes), arrivalOf(request))
+    if (body !== undefined) return jsonResponse(201, body, set)
+  })
+}
 
 /** Operator routes of payments (under /ops/v1, authenticated by the operator token). */
 export function paymentsOpsRoutes(runtime: Runtime) {
@@ -53,7 +83,7 @@ export function paymentsRoutes(runtime: Runtime, access: AccessPlugin, records: 
   return new Elysia({ name: 'kassa/payments', prefix: '/v1' })
     .use(access)
     .post(
-      '/payments/authorize',
+      AUTHORIZE_PATH.slice('/v1'.length),
       async ({ body, principal, set, request, path }) => {
         // The idempotency record is written in the authorization's own commit (inline), so a
         // request with a key costs no extra round trip and stays inside the budget.

@@ -15,7 +15,8 @@ import { holdRow, onHoldExpiry } from '../holds/service.ts'
 import type { HoldRecord } from '../holds/repo.ts'
 import { closingHooks, holdRowsToWrite, onOwnedHoldLookup, ownedHoldId, ownerOfHoldId, takePendingHold } from '../holds/state.ts'
 import { assertWithinLimits } from '../transfers/fees.ts'
-import type { AuthorizePaymentInput, CapturePaymentInput, FailureCode, PaymentView } from './model.ts'
+import { TypeCompiler } from '@sinclair/typebox/compiler'
+import { AuthorizePaymentBody, type AuthorizePaymentInput, type CapturePaymentInput, type FailureCode, type PaymentView } from './model.ts'
 import * as repo from './repo.ts'
 import { isoOf } from '../../lib/time.ts'
 import { StandingQueue } from '../../lib/standing-queue.ts'
@@ -354,24 +355,7 @@ async function authorizeWithin(runtime: Runtime, orgId: string, input: Authorize
   const lookup = await budget.race(runtime.ledger.accounts.require(orgId, input.accountId, 'accountId'))
   if (lookup.kind === 'failed') throw lookup.error
   const now = runtime.clock.now(orgId)
-  const row: PaymentRow = {
-    id: newId('pay'),
-    orgId,
-    accountId: input.accountId,
-    asset: info?.asset ?? input.asset,
-    amount: amountMinor,
-    requestedAmount: input.amount,
-    state: 'authorized',
-    failureCode: null,
-    holdId: null,
-    capturedAmount: null,
-    merchantName: input.merchant?.name ?? null,
-    merchantMcc: input.merchant?.mcc ?? null,
-    description: input.description ?? null,
-    expiresAt: null,
-    createdAt: now,
-    closedAt: null,
-  }
+  const row = newPaymentRow(orgId, input, info, amountMinor, now)
   if (lookup.kind === 'timeout') return decline(runtime, row, 'processing_timeout', null, budget, context)
   const account = lookup.value
   if (!info || amountMinor === null) return decline(runtime, row, 'unsupported_asset', account.externalId, budget, context)
@@ -418,6 +402,62 @@ async function authorizeWithin(runtime: Runtime, orgId: string, input: Authorize
   // written, and only the decline is recorded.
   if (runtime.ledger.withdraw(submitted.operation)) return decline(runtime, { ...row, expiresAt: null, holdId: null }, 'processing_timeout', account.externalId, budget, context)
   return { kind: 'answer', body: failClosed(runtime, submitted.hold, submitted.commit, row, account.externalId, context) }
+}
+
+/** An authorization's payment as requested, before it is decided (state `authorized`, nothing held yet). */
+function newPaymentRow(orgId: string, input: AuthorizePaymentInput, info: AssetInfo | undefined, amountMinor: bigint | null, now: Date): PaymentRow {
+  return {
+    id: newId('pay'),
+    orgId,
+    accountId: input.accountId,
+    asset: info?.asset ?? input.asset,
+    amount: amountMinor,
+    requestedAmount: input.amount,
+    state: 'authorized',
+    failureCode: null,
+    holdId: null,
+    capturedAmount: null,
+    merchantName: input.merchant?.name ?? null,
+    merchantMcc: input.merchant?.mcc ?? null,
+    description: input.description ?? null,
+    expiresAt: null,
+    createdAt: now,
+    closedAt: null,
+  }
+}
+
+const authorizeBody = TypeCompiler.Compile(AuthorizePaymentBody)
+
+/**
+ * Load shedding before routing (`authorizationShedPlugin`, called from a request hook with the
+ * caller's organization and the body read). A shed authorization went through routing, parsing,
+ * validation, the budget's timer and the account's lookup only to be declined at once, and past
+ * capacity those cost the server's thread about as much as the decline itself; here one is declined
+ * from what is in memory. Only an authorization the route would shed is taken: a body the route
+ * accepts, a supported asset and an amount within its limits, on an active account of the caller's
+ * that this instance has in memory, no Idempotency-Key (checked by the hook), and the shedder
+ * picking it. Anything else answers undefined and goes on to the route, which answers it exactly as
+ * before. A shed is declined `processing_timeout` and recorded behind, as in `authorizeWithin`.
+ */
+export function shedAtArrival(runtime: Runtime, orgId: string, input: unknown, receivedAt: number): string | undefined {
+  const shedder = runtime.shedder
+  if (shedder === undefined || shedder.currentShare === 0 || !authorizeBody.Check(input)) return undefined
+  const info = findAsset(input.asset)
+  if (!info) return undefined
+  const account = runtime.ledger.accounts.cached(input.accountId)
+  if (account === undefined || account.orgId !== orgId || account.status !== 'active') return undefined
+  let amountMinor: bigint
+  try {
+    amountMinor = parseAmount(input.amount, info.decimals, 'amount')
+    assertWithinLimits(amountMinor, runtime.ledger.policy(info.asset), info.decimals)
+  } catch {
+    return undefined
+  }
+  const state = stateOf(runtime)
+  if (state.declines.full || !shedder.shouldShed()) return undefined
+  const body = startDeclineRecord(runtime, newPaymentRow(orgId, input, info, amountMinor, runtime.clock.now(orgId)), 'processing_timeout', account.externalId).body
+  state.answerLatency.record(performance.now() - receivedAt)
+  return body
 }
 
 /** The reservation: decided and applied to memory in this synchronous step, committed by the writer. */
@@ -583,26 +623,8 @@ async function decline(runtime: Runtime, payment: PaymentRow, failureCode: Failu
       { headers: { 'retry-after': String(OVERLOADED_RETRY_AFTER_SECONDS) } },
     )
   }
-  const declined: PaymentRow = { ...payment, state: 'declined', failureCode, closedAt: payment.createdAt }
-  const view = toPaymentView(declined)
-  const body = JSON.stringify(view)
-  state.unsettled.set(declined.id, declined)
   const claim = context.idempotency
-  const record = claim ? inlineRecord(claim, 201, body, runtime.clock.wallNowMs()) : undefined
-  // Until the record (and with it the key's saved answer) is durable, a retry with the same key
-  // replays this answer from memory, rather than being decided again while the database is away.
-  const inFlight = claim ? { key: inFlightId(payment.orgId, claim.key), answer: { requestHash: claim.requestHash, body } } : undefined
-  if (inFlight) state.answersInFlight.set(inFlight.key, inFlight.answer)
-  const forgetAnswer = () => {
-    if (inFlight && state.answersInFlight.get(inFlight.key) === inFlight.answer) state.answersInFlight.delete(inFlight.key)
-  }
-  const write = state.declines.record(declined, eventRow(payment.orgId, 'payment.declined', eventData(declined, externalId, { failureCode }, view.amount), payment.createdAt), record)
-  write
-    .catch((error: unknown) => logFailure('payments.decline-record', `payments: recording decline ${declined.id} failed`, error))
-    .finally(() => {
-      state.unsettled.delete(declined.id)
-      forgetAnswer()
-    })
+  const { body, write, forgetAnswer } = startDeclineRecord(runtime, payment, failureCode, externalId, claim)
   // A decline normally waits for its record, so the answer is durable: readable from every
   // instance, in the event log, and, with an Idempotency-Key, the key's answer everywhere. It is
   // answered now, its record written in the background and read from memory until then (retried
@@ -623,6 +645,39 @@ async function decline(runtime: Runtime, payment: PaymentRow, failureCode: Failu
     return replayTakenKey(runtime, payment.orgId, context, budget)
   }
   return { kind: 'answer', body }
+}
+
+/**
+ * A decline's answer, and its record started: the payment (read from memory until the record is
+ * durable), its `payment.declined` event and, with a key, its saved answer, which a retry with the
+ * same key replays from memory meanwhile rather than being decided again while the database is away.
+ */
+function startDeclineRecord(
+  runtime: Runtime,
+  payment: PaymentRow,
+  failureCode: FailureCode,
+  externalId: string | null,
+  claim?: InlineIdempotency,
+): { body: string; write: Promise<'recorded' | 'key_taken'>; forgetAnswer: () => void } {
+  const state = stateOf(runtime)
+  const declined: PaymentRow = { ...payment, state: 'declined', failureCode, closedAt: payment.createdAt }
+  const view = toPaymentView(declined)
+  const body = JSON.stringify(view)
+  state.unsettled.set(declined.id, declined)
+  const record = claim ? inlineRecord(claim, 201, body, runtime.clock.wallNowMs()) : undefined
+  const inFlight = claim ? { key: inFlightId(payment.orgId, claim.key), answer: { requestHash: claim.requestHash, body } } : undefined
+  if (inFlight) state.answersInFlight.set(inFlight.key, inFlight.answer)
+  const forgetAnswer = () => {
+    if (inFlight && state.answersInFlight.get(inFlight.key) === inFlight.answer) state.answersInFlight.delete(inFlight.key)
+  }
+  const write = state.declines.record(declined, eventRow(payment.orgId, 'payment.declined', eventData(declined, externalId, { failureCode }, view.amount), payment.createdAt), record)
+  write
+    .catch((error: unknown) => logFailure('payments.decline-record', `payments: recording decline ${declined.id} failed`, error))
+    .finally(() => {
+      state.unsettled.delete(declined.id)
+      forgetAnswer()
+    })
+  return { body, write, forgetAnswer }
 }
 
 /** Closes a payment's hold: the whole hold back to available, the payment's new state in the same commit. */
