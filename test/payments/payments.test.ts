@@ -816,6 +816,45 @@ describe('decline records', () => {
     expect((await fx.call('POST', `/v1/payments/${existing.id}/void`)).body.state).toBe('voided')
   })
 
+  test('declines already answered are gathered into one batch; one someone waits for is written at once, and a stop writes what was gathered', async () => {
+    // A gathering that would outlast the test: only what ends it early can let a batch go.
+    const recorder = new DeclineRecorder(app.kassa.runtime.db, 500, DECLINE_BACKLOG_MAX, 600_000)
+    const internals = recorder as unknown as { write(batch: unknown[], again: boolean): Promise<unknown> }
+    const write = internals.write.bind(recorder)
+    const batches: number[] = []
+    internals.write = (batch, again) => {
+      batches.push(batch.length)
+      return write(batch, again)
+    }
+    const now = new Date()
+    const record = (answered: boolean) => {
+      const row = declinedRow(1_000_000n, now)
+      return { row, outcome: recorder.record(row, eventRow(fx.org.id, 'payment.declined', { paymentId: row.id }, now), undefined, { answered }) }
+    }
+    const stored = async (row: PaymentRow) => (await fx.call('GET', `/v1/payments/${row.id}`)).status
+    try {
+      // Two answered declines wait, gathered; the third, which its caller waits for, ends the
+      // gathering: the three go in one batch.
+      const first = [record(true), record(true)]
+      await Bun.sleep(20)
+      expect(batches).toEqual([])
+      const waited = record(false)
+      expect(await Promise.all([...first, waited].map((entry) => entry.outcome))).toEqual(['recorded', 'recorded', 'recorded'])
+      expect(batches).toEqual([3])
+      expect(await Promise.all([...first, waited].map((entry) => stored(entry.row)))).toEqual([200, 200, 200])
+      // Answered declines alone are gathered until the stop, which writes them.
+      const later = [record(true), record(true)]
+      await Bun.sleep(20)
+      expect(batches).toEqual([3])
+      await recorder.stop()
+      expect(await Promise.all(later.map((entry) => entry.outcome))).toEqual(['recorded', 'recorded'])
+      expect(batches).toEqual([3, 2])
+      expect(await Promise.all(later.map((entry) => stored(entry.row)))).toEqual([200, 200])
+    } finally {
+      await recorder.stop()
+    }
+  })
+
   test('a batch claims each key once: a decline whose key a live record or an earlier decline of the batch holds is left unwritten and answered key_taken', async () => {
     const recorder = new DeclineRecorder(app.kassa.runtime.db)
     const now = new Date()

@@ -70,6 +70,8 @@ interface PendingDecline {
   record?: IdempotencyRow
   /** When it was queued (`performance.now()`). */
   queuedAt: number
+  /** Its decline was answered already: nobody waits for this record. */
+  answered: boolean
   resolve(outcome: 'recorded' | 'key_taken'): void
   reject(error: unknown): void
 }
@@ -87,6 +89,17 @@ export function retryDelayMs(attempt: number): number {
  * service.ts).
  */
 export const DECLINE_BACKLOG_MAX = 100_000
+
+/**
+ * While every decline waiting for its record was answered already (shed, or answered behind), the
+ * recorder gathers them this long before writing, up to `DECLINE_GATHER_ROWS`: nobody waits, and
+ * past capacity, where each shed authorization is a decline to record, a batch's commit and
+ * start-up shared by more rows cost Postgres and the server's thread much less per decline (with
+ * every authorization shed at 10,000/s: 31 µs of Postgres CPU per decline against 45, and 52 µs of
+ * the server's against 59). A decline someone waits for ends the gathering at once.
+ */
+export const DECLINE_GATHER_MS = 10
+const DECLINE_GATHER_ROWS = 256
 
 /** The SQLSTATE of a database error, through the wrappers (drizzle wraps the driver's error as its cause). */
 function sqlStateOf(error: unknown): string | undefined {
@@ -129,12 +142,15 @@ export class DeclineRecorder {
   private flushed: (() => void) | undefined
   /** When a batch last committed (`performance.now()`): a stop waits while they keep committing. */
   private lastWrittenAt = 0
+  /** Ends the current gathering (see `gather`), while one is on. */
+  private endGathering: (() => void) | undefined
 
   constructor(
     private readonly executor: Executor,
     private readonly batchMax = 500,
     /** Declines kept waiting at most (tests lower it). */
     public backlogMax = DECLINE_BACKLOG_MAX,
+    private readonly gatherMs = DECLINE_GATHER_MS,
   ) {}
 
   /** No further decline can be queued: `record` would refuse it. */
@@ -142,12 +158,14 @@ export class DeclineRecorder {
     return this.queue.length >= this.backlogMax
   }
 
-  record(row: PaymentRow, event: EventRow, record?: IdempotencyRow): Promise<'recorded' | 'key_taken'> {
+  /** `answered`: the decline was answered already, so nobody waits for its record (it may be gathered). */
+  record(row: PaymentRow, event: EventRow, record?: IdempotencyRow, { answered = false }: { answered?: boolean } = {}): Promise<'recorded' | 'key_taken'> {
     if (this.stopped) return Promise.reject(new Error('decline records: the service is shutting down'))
     if (this.full) return Promise.reject(new Error(`decline records: ${this.backlogMax} declines already wait for the database; this one is not recorded`))
     return new Promise((resolve, reject) => {
-      this.queue.push({ row, event, record, queuedAt: performance.now(), resolve, reject })
+      this.queue.push({ row, event, record, queuedAt: performance.now(), answered, resolve, reject })
       if (!this.flushing) void this.flush()
+      else if (this.endGathering !== undefined && (!answered || this.queue.length >= DECLINE_GATHER_ROWS)) this.endGathering()
     })
   }
 
@@ -174,6 +192,7 @@ export class DeclineRecorder {
    */
   async stop(graceMs = 2_000, drainMaxMs = 30_000): Promise<void> {
     this.stopped = true
+    this.endGathering?.()
     if (!this.flushing) return
     const startedAt = performance.now()
     this.lastWrittenAt = startedAt
@@ -192,6 +211,7 @@ export class DeclineRecorder {
     this.flushing = true
     try {
       for (let attempt = 0; this.queue.length > 0; ) {
+        if (attempt === 0) await this.gather()
         // New declines only join the end of the queue, so the batch is still its front afterwards.
         const batch = this.queue.slice(0, this.batchMax)
         const outcome = await this.write(batch, attempt > 0)
@@ -215,6 +235,21 @@ export class DeclineRecorder {
       if (this.stopped) for (const pending of this.queue.splice(0)) pending.reject(new Error('decline records: the service shut down before this decline was written'))
       this.flushed?.()
     }
+  }
+
+  /**
+   * Waits up to `gatherMs` for more declines while every one waiting was answered already, and
+   * fewer than `DECLINE_GATHER_ROWS` wait; a decline someone waits for, enough rows or a stop end it.
+   */
+  private async gather(): Promise<void> {
+    if (this.gatherMs <= 0 || this.stopped || this.queue.length >= DECLINE_GATHER_ROWS || this.queue.some((pending) => !pending.answered)) return
+    let timer: ReturnType<typeof setTimeout> | undefined
+    await new Promise<void>((resolve) => {
+      this.endGathering = resolve
+      timer = setTimeout(resolve, this.gatherMs)
+    })
+    clearTimeout(timer)
+    this.endGathering = undefined
   }
 
   /**

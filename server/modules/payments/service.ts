@@ -455,7 +455,7 @@ export function shedAtArrival(runtime: Runtime, orgId: string, input: unknown, r
   }
   const state = stateOf(runtime)
   if (state.declines.full || !shedder.shouldShed()) return undefined
-  const body = startDeclineRecord(runtime, newPaymentRow(orgId, input, info, amountMinor, runtime.clock.now(orgId)), 'processing_timeout', account.externalId).body
+  const body = startDeclineRecord(runtime, newPaymentRow(orgId, input, info, amountMinor, runtime.clock.now(orgId)), 'processing_timeout', account.externalId, undefined, true).body
   state.answerLatency.record(performance.now() - receivedAt)
   return body
 }
@@ -624,7 +624,6 @@ async function decline(runtime: Runtime, payment: PaymentRow, failureCode: Failu
     )
   }
   const claim = context.idempotency
-  const { body, write, forgetAnswer } = startDeclineRecord(runtime, payment, failureCode, externalId, claim)
   // A decline normally waits for its record, so the answer is durable: readable from every
   // instance, in the event log, and, with an Idempotency-Key, the key's answer everywhere. It is
   // answered now, its record written in the background and read from memory until then (retried
@@ -636,8 +635,9 @@ async function decline(runtime: Runtime, payment: PaymentRow, failureCode: Failu
   //   offered). A keyed decline still waits, within the budget: its key must not be answered
   //   otherwise by another instance meanwhile;
   // - the request is shed (it has no key): the thread has no time to spare for waiting.
-  if (shed || !runtime.ledger.writer.healthy()) return { kind: 'answer', body }
-  if (claim === undefined && state.declines.oldestWaitMs() > DECLINE_RECORD_LAG_MAX_MS) return { kind: 'answer', body }
+  const answerNow = shed || !runtime.ledger.writer.healthy() || (claim === undefined && state.declines.oldestWaitMs() > DECLINE_RECORD_LAG_MAX_MS)
+  const { body, write, forgetAnswer } = startDeclineRecord(runtime, payment, failureCode, externalId, claim, answerNow)
+  if (answerNow) return { kind: 'answer', body }
   const outcome = await budget.race(write)
   if (outcome.kind === 'done' && outcome.value === 'key_taken') {
     // An earlier request owns the key: its answer is the one to replay, not this one.
@@ -657,7 +657,9 @@ function startDeclineRecord(
   payment: PaymentRow,
   failureCode: FailureCode,
   externalId: string | null,
-  claim?: InlineIdempotency,
+  claim: InlineIdempotency | undefined,
+  /** The decline is answered before its record is durable: nobody waits for the record. */
+  answered: boolean,
 ): { body: string; write: Promise<'recorded' | 'key_taken'>; forgetAnswer: () => void } {
   const state = stateOf(runtime)
   const declined: PaymentRow = { ...payment, state: 'declined', failureCode, closedAt: payment.createdAt }
@@ -670,7 +672,7 @@ function startDeclineRecord(
   const forgetAnswer = () => {
     if (inFlight && state.answersInFlight.get(inFlight.key) === inFlight.answer) state.answersInFlight.delete(inFlight.key)
   }
-  const write = state.declines.record(declined, eventRow(payment.orgId, 'payment.declined', eventData(declined, externalId, { failureCode }, view.amount), payment.createdAt), record)
+  const write = state.declines.record(declined, eventRow(payment.orgId, 'payment.declined', eventData(declined, externalId, { failureCode }, view.amount), payment.createdAt), record, { answered })
   write
     .catch((error: unknown) => logFailure('payments.decline-record', `payments: recording decline ${declined.id} failed`, error))
     .finally(() => {
