@@ -614,8 +614,8 @@ describe('load shedding before routing', () => {
         [403, 'permission_denied', undefined],
       ])
       expect(shedder.shed).toBe(1)
-      // What it takes is answered as the route answers a shed (a recorded decline, with the rate
-      // headers), without reaching the route: the route would look the account up.
+      // What it takes is answered as the route answers a shed (a recorded decline, with the request
+      // id and the rate headers), without reaching the route: the route would look the account up.
       const directory = runtime.ledger.accounts
       const lookUp = directory.require.bind(directory)
       let lookups = 0
@@ -636,6 +636,7 @@ describe('load shedding before routing', () => {
       expect(shed.body).toMatchObject({ state: 'declined', failureCode: 'processing_timeout', holdId: null, expiresAt: null })
       expect(Value.Check(Payment, shed.body)).toBe(true)
       expect(shed.headers.get('content-type')).toBe('application/json;charset=utf-8')
+      expect(shed.headers.get('x-request-id')).toMatch(/^req_[0-9a-f]{32}$/)
       expect(Number(shed.headers.get('x-ratelimit-limit'))).toBeGreaterThan(0)
       expect(shedder.shed).toBe(2)
       const recorder = declineRecorderOf(runtime)

@@ -287,7 +287,7 @@ const EVENT_ONCE = 'on conflict (id) do nothing'
  * so that writing it again changes nothing: its payments upserted, its events skipped when there.
  * The idempotent form costs Postgres a probe of each key and a speculative insertion per row,
  * which past capacity, where every shed authorization is a decline to record, is much of what
- * a decline costs it (README, "Load shedding").
+ * a decline costs it (README, "Payment authorization").
  */
 function declineStatement(batch: PendingDecline[], again: boolean): { statement: TextStatement; duplicates: Set<PendingDecline> } {
   const firstOfKey = new Map<string, number>()

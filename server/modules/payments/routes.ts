@@ -24,8 +24,8 @@ const AUTHORIZE_PATH = '/v1/payments/authorize'
 /**
  * Load shedding before routing: a request hook, after authentication and rate limiting, that
  * declines an authorization the shedder picks from what is in memory (`service.shedAtArrival`),
- * without routing, parsing, validation or the route. It reads nothing unless the shedder is
- * shedding; a request it does not take goes on to the route with its body already read. Past
+ * without routing, validation or the route. It reads nothing unless the shedder is shedding; then
+ * it reads the body, and a request it does not take goes on to the route with it already read. Past
  * capacity the server's one thread is the bottleneck, and a shed that costs it less leaves it more
  * for approvals and for reading requests before their budget is gone (the README, "Load shedding").
  */
