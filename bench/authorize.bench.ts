@@ -118,6 +118,8 @@ interface LoadFigures {
   declined: number
   /** Of the declines, those the server shed (`GET /ops/v1/payments/stats`, `shedding.shed`). */
   shed: number
+  /** Late ticks of the server's loop that did not count toward shedding: its thread was stopped, not busy (`shedding.stalls`). */
+  stalls: number
   errors: number
   errorKinds: Record<string, number>
   throughputPerSecond: number
@@ -290,13 +292,15 @@ interface ServerStats extends WriterStats {
   answerLatencyMs: HistogramSnapshot
   /** Authorizations shed since the server started. */
   shed: number
+  /** Late ticks since the server started that shed nothing because its thread was stopped, not busy. */
+  stalls: number
   /** The Postgres server's checkpoints and WAL, read at the same moment. */
   postgres: PostgresActivity
 }
 
 async function serverStats(base: string): Promise<ServerStats> {
   const [writer, payments, activity] = await Promise.all([writerStats(base), call(base, 'GET', '/ops/v1/payments/stats', OPERATOR_TOKEN), postgresActivity()])
-  return { ...writer, answerLatencyMs: payments.body.answerLatencyMs, shed: payments.body.shedding.shed, postgres: activity }
+  return { ...writer, answerLatencyMs: payments.body.answerLatencyMs, shed: payments.body.shedding.shed, stalls: payments.body.shedding.stalls, postgres: activity }
 }
 
 function summarize(mode: string, groupCommit: boolean, recorder: Recorder, elapsedMs: number, extra: { offered?: number; connections?: number; before: ServerStats; after: ServerStats; cpuBefore: CpuSnapshot; cpuAfter: CpuSnapshot }): LoadFigures {
@@ -317,6 +321,7 @@ function summarize(mode: string, groupCommit: boolean, recorder: Recorder, elaps
     approved: recorder.approved,
     declined: recorder.declined,
     shed: extra.after.shed - extra.before.shed,
+    stalls: extra.after.stalls - extra.before.stalls,
     errors: recorder.errors,
     errorKinds: Object.fromEntries(recorder.errorKinds),
     throughputPerSecond: Math.round((recorder.approved / elapsedMs) * 1000),
@@ -475,7 +480,7 @@ async function httpRuns(groupCommit: boolean): Promise<LoadFigures[]> {
     const figures: LoadFigures[] = []
     const print = (result: LoadFigures) => {
       console.log(
-        `${groupCommit ? 'group commit on ' : 'group commit off'} | ${result.mode.padEnd(32)} | ${String(result.throughputPerSecond).padStart(6)}/s approved | p50 ${result.p50Ms} ms | p99 ${result.p99Ms} ms${result.p99FromSendMs === undefined ? '' : ` (from send ${result.p99FromSendMs} ms)`} | max ${result.maxMs} ms | >${BUDGET_MS} ms: ${result.overBudget} (approved ${result.approvedOverBudget}) | declined ${result.declined} (shed ${result.shed}) | errors ${result.errors} | ${result.operationsPerTransaction} ops/tx${result.serverLagMaxMs === undefined ? '' : ` | server loop lag max ${result.serverLagMaxMs} ms | generator sent late by up to ${result.generatorLateMaxMs} ms`} | commits ${result.commits.count}, >3 ms ${result.commits.over3Ms}, >20 ms ${result.commits.over20Ms}, p99 <= ${result.commits.p99AtMostMs ?? '>1000'} ms | queued >1 ms ${result.queued.over1Ms}, >3 ms ${result.queued.over3Ms} of ${result.queued.count} | queued to durable: p50 <= ${result.durable.p50AtMostMs ?? '>1000'} ms, p99 <= ${result.durable.p99AtMostMs ?? '>1000'} ms, >3 ms ${result.durable.over3Ms} | in the server: p50 <= ${result.served.p50AtMostMs ?? '>1000'} ms, p99 <= ${result.served.p99AtMostMs ?? '>1000'} ms, >3 ms ${result.served.over3Ms} | CPU per answer: generator ${result.cpu.generatorUs} µs, server ${result.cpu.serverUs} µs (main thread ${result.cpu.serverMainUs}), Postgres ${result.cpu.postgresUs} µs, machine ${result.cpu.machineBusyPercent}% busy, ${result.cpu.machineStolenMs} ms stolen by the host, at this cost every core busy gives at most ${result.cpu.allCoresCeilingPerSecond}/s | waited for a core: generator ${result.cpu.generatorMainWaitPercent}%, server ${result.cpu.serverMainWaitPercent}%, Postgres ${result.cpu.postgresWaitPercent}% of the run | Postgres: ${result.postgres.checkpoints} checkpoints begun (syncs ${result.postgres.checkpointSyncMs} ms), WAL ${result.postgres.walKbPerAnswer} KB per answer${result.errors > 0 ? ` | ${JSON.stringify(result.errorKinds)}` : ''}`,
+        `${groupCommit ? 'group commit on ' : 'group commit off'} | ${result.mode.padEnd(32)} | ${String(result.throughputPerSecond).padStart(6)}/s approved | p50 ${result.p50Ms} ms | p99 ${result.p99Ms} ms${result.p99FromSendMs === undefined ? '' : ` (from send ${result.p99FromSendMs} ms)`} | max ${result.maxMs} ms | >${BUDGET_MS} ms: ${result.overBudget} (approved ${result.approvedOverBudget}) | declined ${result.declined} (shed ${result.shed}) | loop stalls ${result.stalls} | errors ${result.errors} | ${result.operationsPerTransaction} ops/tx${result.serverLagMaxMs === undefined ? '' : ` | server loop lag max ${result.serverLagMaxMs} ms | generator sent late by up to ${result.generatorLateMaxMs} ms`} | commits ${result.commits.count}, >3 ms ${result.commits.over3Ms}, >20 ms ${result.commits.over20Ms}, p99 <= ${result.commits.p99AtMostMs ?? '>1000'} ms | queued >1 ms ${result.queued.over1Ms}, >3 ms ${result.queued.over3Ms} of ${result.queued.count} | queued to durable: p50 <= ${result.durable.p50AtMostMs ?? '>1000'} ms, p99 <= ${result.durable.p99AtMostMs ?? '>1000'} ms, >3 ms ${result.durable.over3Ms} | in the server: p50 <= ${result.served.p50AtMostMs ?? '>1000'} ms, p99 <= ${result.served.p99AtMostMs ?? '>1000'} ms, >3 ms ${result.served.over3Ms} | CPU per answer: generator ${result.cpu.generatorUs} µs, server ${result.cpu.serverUs} µs (main thread ${result.cpu.serverMainUs}), Postgres ${result.cpu.postgresUs} µs, machine ${result.cpu.machineBusyPercent}% busy, ${result.cpu.machineStolenMs} ms stolen by the host, at this cost every core busy gives at most ${result.cpu.allCoresCeilingPerSecond}/s | waited for a core: generator ${result.cpu.generatorMainWaitPercent}%, server ${result.cpu.serverMainWaitPercent}%, Postgres ${result.cpu.postgresWaitPercent}% of the run | Postgres: ${result.postgres.checkpoints} checkpoints begun (syncs ${result.postgres.checkpointSyncMs} ms), WAL ${result.postgres.walKbPerAnswer} KB per answer${result.errors > 0 ? ` | ${JSON.stringify(result.errorKinds)}` : ''}`,
       )
       figures.push(result)
     }

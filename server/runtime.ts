@@ -73,7 +73,7 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
   const keys = new KeyCache(config.serviceEnv)
   await loadKeyCache(db, keys)
   const shedder = config.loadShedding && database.kind === 'postgres' ? new LoadShedder() : undefined
-  const loopLag = new LoopLag(shedder ? (lagMs) => shedder.observe(lagMs) : undefined)
+  const loopLag = new LoopLag(shedder ? (lagMs, busyShare) => shedder.observe(lagMs, busyShare) : undefined)
   loopLag.start()
   const ledger = await openLedger(db, {
     groupCommit: config.groupCommit,

@@ -6,9 +6,13 @@
  * collection, a slow step) is followed by ticks on time once its backlog is read, while an
  * overloaded thread never catches up, so tick after tick is late. While that lasts, a share of the
  * authorizations that can be declined cheaply is declined at once, and the share falls back,
- * step by step, to nothing once ticks are on time again. The defaults favour the 500 ms budget over
- * never shedding at saturation; the rules compared to reach them are in the README ("Load
- * shedding").
+ * step by step, to nothing once ticks are on time again. A tick counts as late only if the thread
+ * was busy (running, or ready and waiting for a core) for at least `busyShare` of the time since
+ * the previous tick: a thread that was stopped instead (the host took the core away, a blocking
+ * call) has no standing queue of its own to shed, and at low load such a stall, and the backlog it
+ * leaves, used to shed requests a thread nine-tenths idle could have approved. The defaults favour
+ * the 500 ms budget over never shedding at saturation; the rules compared to reach them are in the
+ * README ("Load shedding").
  */
 export interface SheddingPolicy {
   /** A tick later than this counts as late. */
@@ -19,27 +23,39 @@ export interface SheddingPolicy {
   stepUp: number
   /** …and falls by this for each tick on time. */
   stepDown: number
+  /** A late tick counts only if the thread was busy at least this share of the time since the one before. */
+  busyShare: number
 }
 
-export const DEFAULT_SHEDDING: SheddingPolicy = { lateMs: 10, lateTicks: 2, stepUp: 0.25, stepDown: 0.05 }
+export const DEFAULT_SHEDDING: SheddingPolicy = { lateMs: 10, lateTicks: 2, stepUp: 0.25, stepDown: 0.05, busyShare: 0.5 }
 
 export class LoadShedder {
   private share = 0
   private lateRun = 0
   /** Authorizations shed since start. */
   shed = 0
+  /** Late ticks not counted since start because the thread was stopped, not busy. */
+  stalls = 0
 
   constructor(
     private readonly policy: SheddingPolicy = DEFAULT_SHEDDING,
     private readonly random: () => number = Math.random,
   ) {}
 
-  /** Fed by every tick of the loop's clock with how late it fired. */
-  observe(lagMs: number): void {
+  /**
+   * Fed by every tick of the loop's clock with how late it fired, and the share of the time since
+   * the previous tick the thread was busy (undefined where that is unknown: the tick then counts
+   * by its lateness alone).
+   */
+  observe(lagMs: number, busyShare?: number): void {
     if (lagMs > this.policy.lateMs) {
-      this.lateRun += 1
-      if (this.lateRun >= this.policy.lateTicks) this.share = Math.min(1, this.share + this.policy.stepUp)
-      return
+      if (busyShare === undefined || busyShare >= this.policy.busyShare) {
+        this.lateRun += 1
+        if (this.lateRun >= this.policy.lateTicks) this.share = Math.min(1, this.share + this.policy.stepUp)
+        return
+      }
+      // Late, but the thread mostly neither ran nor waited for a core: a stall, counted like a tick on time.
+      this.stalls += 1
     }
     this.lateRun = 0
     this.share = Math.max(0, this.share - this.policy.stepDown)

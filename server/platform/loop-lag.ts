@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs'
+
 /**
  * How late this process' event loop runs: a timer due every TICK_MS records how late it fired. A
  * request that arrives while the loop is this late has already waited about that long in the
@@ -7,20 +9,56 @@ const TICK_MS = 10
 /** The lag reported is the largest seen over this window, so one late tick is not forgotten at once. */
 const WINDOW_MS = 200
 
+/**
+ * The calling thread's time running or ready to run (waiting for a core), in milliseconds, from
+ * Linux' `/proc/thread-self/schedstat`; undefined where it cannot be read. A thread that is late
+ * while it ran or waited for a core the whole time was late from work (its own, or the machine's);
+ * one that is late while it neither ran nor waited was stopped: a blocking call, or the host
+ * taking the virtual machine's core away (a kernel that accounts steal time apart, as with
+ * CONFIG_PARAVIRT_TIME_ACCOUNTING, does not count it as running).
+ */
+export function threadBusyMs(): number | undefined {
+  try {
+    const fields = readFileSync('/proc/thread-self/schedstat', 'latin1').split(' ')
+    const busyNs = Number(fields[0]) + Number(fields[1])
+    return Number.isFinite(busyNs) ? busyNs / 1e6 : undefined
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * Each tick's lateness, and the share of the time since the previous tick that the loop's thread
+ * was running or waiting for a core (undefined where that cannot be read).
+ */
+export type TickListener = (lagMs: number, busyShare: number | undefined) => void
+
 export class LoopLag {
-  /** Each tick's lateness goes to this listener too (the load shedder). */
-  constructor(private readonly onTick?: (lagMs: number) => void) {}
+  /**
+   * Each tick's lateness goes to `onTick` too (the load shedder), with how busy the thread was
+   * meanwhile, read from `busyClock` (by default the thread's own schedstat; read only for a listener).
+   */
+  constructor(
+    private readonly onTick?: TickListener,
+    private readonly busyClock: () => number | undefined = threadBusyMs,
+  ) {}
 
   private timer: ReturnType<typeof setInterval> | undefined
   private expectedAt = 0
   private windowStartedAt = 0
   private windowMaxMs = 0
   private previousWindowMaxMs = 0
+  private lastTickAt = 0
+  /** The busy clock at the previous tick; undefined once it could not be read (never read again). */
+  private lastBusyMs: number | undefined
+  private busyReadable = true
 
   start(): void {
     if (this.timer !== undefined) return
     this.expectedAt = performance.now() + TICK_MS
     this.windowStartedAt = performance.now()
+    this.lastTickAt = performance.now()
+    this.lastBusyMs = this.onTick ? this.readBusy() : undefined
     this.timer = setInterval(() => this.tick(), TICK_MS)
     this.timer.unref()
   }
@@ -45,6 +83,19 @@ export class LoopLag {
       this.windowStartedAt = now
     }
     this.windowMaxMs = Math.max(this.windowMaxMs, lag)
-    this.onTick?.(lag)
+    if (this.onTick === undefined) return
+    const busyMs = this.readBusy()
+    const sinceMs = now - this.lastTickAt
+    const busyShare = busyMs !== undefined && this.lastBusyMs !== undefined && sinceMs > 0 ? Math.min(1, Math.max(0, (busyMs - this.lastBusyMs) / sinceMs)) : undefined
+    this.lastTickAt = now
+    this.lastBusyMs = busyMs
+    this.onTick(lag, busyShare)
+  }
+
+  private readBusy(): number | undefined {
+    if (!this.busyReadable) return undefined
+    const busyMs = this.busyClock()
+    if (busyMs === undefined) this.busyReadable = false
+    return busyMs
   }
 }

@@ -517,7 +517,7 @@ describe('load shedding', () => {
     const configured = runtime.shedder
     // The shedder's trigger (the loop late tick after tick) is tested in
     // test/platform/load-shedder.test.ts; here it is set to shed everything it may.
-    const shedder = new LoadShedder({ lateMs: 5, lateTicks: 1, stepUp: 1, stepDown: 0 }, () => 0)
+    const shedder = new LoadShedder({ lateMs: 5, lateTicks: 1, stepUp: 1, stepDown: 0, busyShare: 0 }, () => 0)
     shedder.observe(50)
     runtime.shedder = shedder
     const approved: string[] = []
@@ -536,7 +536,7 @@ describe('load shedding', () => {
       expect(keyed.body.state).toBe('authorized')
       approved.push(keyed.body.id)
       expect(shedder.shed).toBe(1)
-      expect((await app.ops('GET', '/ops/v1/payments/stats')).body.shedding).toEqual({ enabled: true, share: 1, shed: 1 })
+      expect((await app.ops('GET', '/ops/v1/payments/stats')).body.shedding).toEqual({ enabled: true, share: 1, shed: 1, stalls: 0 })
       // Recorded behind: readable as answered, with its event, once its record lands.
       const recorder = declineRecorderOf(runtime)
       for (let tries = 0; recorder.backlog > 0 && tries < 500; tries++) await Bun.sleep(10)
@@ -559,7 +559,7 @@ describe('load shedding before routing', () => {
   test('an authorization the route would shed is declined from a request hook, from what is in memory; anything else goes on to the route and gets its answer there', async () => {
     const runtime = app.kassa.runtime
     const configured = runtime.shedder
-    const shedder = new LoadShedder({ lateMs: 5, lateTicks: 1, stepUp: 1, stepDown: 0 }, () => 0)
+    const shedder = new LoadShedder({ lateMs: 5, lateTicks: 1, stepUp: 1, stepDown: 0, busyShare: 0 }, () => 0)
     const frozen = await fx.mint('shed-frozen')
     await fx.fund(frozen, '10')
     expect((await app.ops('POST', `/ops/v1/accounts/${frozen}/freeze`)).status).toBe(200)

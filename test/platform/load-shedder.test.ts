@@ -1,6 +1,6 @@
 import { describe, expect, test } from 'bun:test'
 import { DEFAULT_SHEDDING, LoadShedder } from '../../server/platform/load-shedder.ts'
-import { LoopLag } from '../../server/platform/loop-lag.ts'
+import { LoopLag, threadBusyMs } from '../../server/platform/loop-lag.ts'
 
 /** A shedder whose draws are given: `draws` are returned in turn, then 0.999. */
 function shedderWith(draws: number[] = []) {
@@ -48,9 +48,30 @@ describe('load shedding', () => {
     expect(shedder.shed).toBe(2)
   })
 
+  test('a late tick counts only if the thread was busy meanwhile: one stopped rather than busy sheds nothing', () => {
+    const shedder = shedderWith()
+    const notBusy = DEFAULT_SHEDDING.busyShare - 0.1
+    // The host took the core away, or a blocking call: late tick after tick, the thread mostly idle.
+    for (let tick = 0; tick < 10; tick++) shedder.observe(60, notBusy)
+    expect(shedder.currentShare).toBe(0)
+    expect(shedder.stalls).toBe(10)
+    // A stall between busy late ticks breaks their run, as a tick on time does.
+    shedder.observe(60, 1)
+    shedder.observe(60, notBusy)
+    shedder.observe(60, 1)
+    expect(shedder.currentShare).toBe(0)
+    // Busy (running or waiting for a core) tick after tick: a standing lateness.
+    shedder.observe(60, DEFAULT_SHEDDING.busyShare)
+    expect(shedder.currentShare).toBe(DEFAULT_SHEDDING.stepUp)
+    // Where the busy share is unknown, a tick counts by its lateness alone.
+    shedder.observe(60)
+    expect(shedder.currentShare).toBe(2 * DEFAULT_SHEDDING.stepUp)
+    expect(shedder.stalls).toBe(11)
+  })
+
   test("the event loop's own ticks feed it: a thread kept busy tick after tick starts shedding", async () => {
     const shedder = new LoadShedder()
-    const lag = new LoopLag((lagMs) => shedder.observe(lagMs))
+    const lag = new LoopLag((lagMs, busyShare) => shedder.observe(lagMs, busyShare))
     lag.start()
     try {
       await Bun.sleep(30)
@@ -63,6 +84,32 @@ describe('load shedding', () => {
         await Bun.sleep(1)
       }
       expect(shedder.currentShare).toBeGreaterThan(0)
+    } finally {
+      lag.stop()
+    }
+  })
+
+  test("a thread stopped tick after tick (here by a blocking call) sheds nothing, read from the thread's own schedstat", async () => {
+    // Linux reports each thread's time running and waiting for a core; the product runs there.
+    expect(process.platform === 'linux' ? threadBusyMs() : 0).toBeNumber()
+    const shedder = new LoadShedder()
+    const shares: number[] = []
+    const lag = new LoopLag((lagMs, busyShare) => {
+      if (lagMs > DEFAULT_SHEDDING.lateMs && busyShare !== undefined) shares.push(busyShare)
+      shedder.observe(lagMs, busyShare)
+    })
+    lag.start()
+    try {
+      await Bun.sleep(30)
+      for (let turn = 0; turn < 12; turn++) {
+        // Holds the event loop without using the core: every tick fires late.
+        Bun.sleepSync(30)
+        await Bun.sleep(1)
+      }
+      expect(shares.length).toBeGreaterThanOrEqual(8)
+      expect(Math.max(...shares)).toBeLessThan(DEFAULT_SHEDDING.busyShare)
+      expect(shedder.currentShare).toBe(0)
+      expect(shedder.stalls).toBeGreaterThanOrEqual(8)
     } finally {
       lag.stop()
     }

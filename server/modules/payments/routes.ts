@@ -69,9 +69,13 @@ export function paymentsOpsRoutes(runtime: Runtime) {
           enabled: t.Boolean({ description: 'Load shedding is on (LOAD_SHEDDING, on a Postgres server)' }),
           share: t.Number({ description: 'The share of authorizations without an Idempotency-Key declined at once right now, 0 to 1' }),
           shed: t.Integer({ description: 'Authorizations shed since this instance started (declined processing_timeout)' }),
+          stalls: t.Integer({
+            description:
+              'Late ticks of the event loop since this instance started that did not count toward shedding because its thread was stopped rather than busy (it neither ran nor waited for a core for most of the time: the host took the core away, or a blocking call); read from Linux schedstat, 0 where that is unavailable',
+          }),
         },
         {
-          description: `Load shedding: while this instance's event loop runs late tick after tick (its one thread past capacity, not a single stall), a share of the authorizations without an Idempotency-Key is declined processing_timeout before anything is reserved, answered at once and recorded behind; the share grows while the lateness stands and falls back to 0 once ticks are on time.`,
+          description: `Load shedding: while this instance's event loop runs late tick after tick (its one thread past capacity, not a single stall), a share of the authorizations without an Idempotency-Key is declined processing_timeout before anything is reserved, answered at once and recorded behind; the share grows while the lateness stands and falls back to 0 once ticks are on time. A tick late while the thread was stopped rather than busy counts as on time (stalls).`,
         },
       ),
     }),
