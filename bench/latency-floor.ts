@@ -30,6 +30,11 @@
  *
  *   ./node_modules/.bin/bun bench/latency-floor.ts        (LATENCY_FLOOR_SERVERS=bare,select,commit,group,kassa)
  *
+ * With LATENCY_FLOOR_PAUSE_SERVER=cycles,stopMs,runMs,afterMs (for instance 40,30,5,2000), the
+ * server process is stopped (SIGSTOP) for stopMs and let run (SIGCONT) for runMs, cycles times,
+ * starting afterMs into the measured run: what a host that takes the machine's cores away again and
+ * again does to a server, every thread of it stopped at once (the README, "Load shedding").
+ *
  * `npm run bench` runs `bare`, `select` and `commit` at 1000/s and `group` at 10,000/s in its floor
  * part, beside its own runs of Kassa.
  */
@@ -43,6 +48,32 @@ const BURN_SERVER_US = Number(process.env.LATENCY_FLOOR_BURN_SERVER_US ?? 0)
 const BURN_POSTGRES_ROWS = Math.trunc(Number(process.env.LATENCY_FLOOR_BURN_POSTGRES_ROWS ?? 0))
 const DURATION_MS = Number(process.env.LATENCY_FLOOR_DURATION_MS ?? 8000)
 const WARMUP_MS = 1500
+const PAUSE = pauseOf(process.env.LATENCY_FLOOR_PAUSE_SERVER)
+
+/** LATENCY_FLOOR_PAUSE_SERVER, checked: cycles, stop, run and start (ms), or undefined when unset. */
+function pauseOf(text: string | undefined): { cycles: number; stopMs: number; runMs: number; afterMs: number } | undefined {
+  if (text === undefined || text === '') return undefined
+  const values = text.split(',').map(Number)
+  if (values.length !== 4 || values.some((value) => !Number.isInteger(value) || value < 0)) {
+    throw new Error('LATENCY_FLOOR_PAUSE_SERVER must be cycles,stopMs,runMs,afterMs in whole numbers, for instance 40,30,5,2000')
+  }
+  const [cycles, stopMs, runMs, afterMs] = values as [number, number, number, number]
+  return { cycles, stopMs, runMs, afterMs }
+}
+
+/** Stops and continues the server's process as LATENCY_FLOOR_PAUSE_SERVER says; it is always left running. */
+async function pauseServer(pid: number, pause: NonNullable<typeof PAUSE>): Promise<void> {
+  await Bun.sleep(pause.afterMs)
+  for (let cycle = 0; cycle < pause.cycles; cycle++) {
+    process.kill(pid, 'SIGSTOP')
+    try {
+      await Bun.sleep(pause.stopMs)
+    } finally {
+      process.kill(pid, 'SIGCONT')
+    }
+    await Bun.sleep(pause.runMs)
+  }
+}
 
 const ANSWER = JSON.stringify({ id: 'pay_01a2113608cd723a85567d72af086ef1', object: 'payment', state: 'authorized', amount: '1.00', asset: 'USDC' })
 const REQUEST_BODY = JSON.stringify({ accountId: 'acct_01a211360851759a822561f30ded474f', asset: 'USDC', amount: '1.00' })
@@ -170,7 +201,9 @@ async function drive(server: string, running: ServerProcess, rate: number, reque
   await paced(rate, WARMUP_MS, send)
   recording = true
   const before = cpuSnapshot(running.process.pid)
+  const paused = PAUSE === undefined ? Promise.resolve() : pauseServer(running.process.pid, PAUSE)
   const { lateMaxMs } = await paced(rate, DURATION_MS, send)
+  await paused
   recording = false
   while (outstanding > 0) await Bun.sleep(5)
   const cpu = cpuPerOperation(before, cpuSnapshot(running.process.pid), latencies.length)
