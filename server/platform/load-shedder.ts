@@ -10,8 +10,8 @@
  * was busy (running, or ready and waiting for a core) for at least `busyShare` of the time since
  * the previous tick: a thread that was stopped instead (the host took the core away, a blocking
  * call) has no standing queue of its own to shed. One stop is one late tick and never shed; stops
- * tick after tick looked like a thread past capacity until this rule. The ticks late while a
- * stop's backlog is read are busy, and count. The defaults favour the 500 ms budget over never
+ * tick after tick would otherwise look like a thread past capacity. The ticks late while a stop's
+ * backlog is read are busy, and count. The defaults favour the 500 ms budget over never
  * shedding at saturation; the rules compared to reach them are in the README ("Load shedding").
  */
 export interface SheddingPolicy {
