@@ -24,7 +24,7 @@
  * every request, AUTHCPU_AMOUNT (default 1.25; an amount past the per-payment limit, such as
  * 100000000, measures the decline path: every request declined with limit_exceeded and recorded),
  * AUTHCPU_SHED=1 to shed every request (needs AUTHCPU_POSTGRES=1, where shedding is on): what a
- * request costs the thread past capacity, declined processing_timeout and recorded behind.
+ * request costs the thread past capacity, refused 429 rate_limited before its body is read.
  *
  * Profile it:
  *   ./node_modules/.bin/bun --cpu-prof-md --cpu-prof-dir=/tmp/hotcpu bench/authorize-cpu.ts

@@ -116,7 +116,9 @@ interface LoadFigures {
   answered: number
   approved: number
   declined: number
-  /** Of the declines, those the server shed (`GET /ops/v1/payments/stats`, `shedding.shed`). */
+  /** Authorizations refused 429 `rate_limited`: shed, or (far past capacity) refused because no further decline could be recorded. */
+  refused: number
+  /** Of the refusals, those the server shed (`GET /ops/v1/payments/stats`, `shedding.shed`). */
   shed: number
   /** Late ticks of the server's loop that did not count toward shedding: its thread was stopped, not busy (`shedding.stalls`). */
   stalls: number
@@ -233,6 +235,7 @@ class Recorder {
   fromSend: number[] = []
   approved = 0
   declined = 0
+  refused = 0
   /** Approvals answered after the budget (they count in `overBudget` too). */
   approvedOverBudget = 0
   errors = 0
@@ -267,6 +270,7 @@ class Recorder {
       this.approved += 1
       if (this.lastAnsweredAt - started > BUDGET_MS) this.approvedOverBudget += 1
     } else if (state === 'declined') this.declined += 1
+    else if (kind === '429 rate_limited') this.refused += 1
     else {
       this.errors += 1
       this.errorKinds.set(kind, (this.errorKinds.get(kind) ?? 0) + 1)
@@ -320,6 +324,7 @@ function summarize(mode: string, groupCommit: boolean, recorder: Recorder, elaps
     answered: sorted.length,
     approved: recorder.approved,
     declined: recorder.declined,
+    refused: recorder.refused,
     shed: extra.after.shed - extra.before.shed,
     stalls: extra.after.stalls - extra.before.stalls,
     errors: recorder.errors,
@@ -480,7 +485,7 @@ async function httpRuns(groupCommit: boolean): Promise<LoadFigures[]> {
     const figures: LoadFigures[] = []
     const print = (result: LoadFigures) => {
       console.log(
-        `${groupCommit ? 'group commit on ' : 'group commit off'} | ${result.mode.padEnd(32)} | ${String(result.throughputPerSecond).padStart(6)}/s approved | p50 ${result.p50Ms} ms | p99 ${result.p99Ms} ms${result.p99FromSendMs === undefined ? '' : ` (from send ${result.p99FromSendMs} ms)`} | max ${result.maxMs} ms | >${BUDGET_MS} ms: ${result.overBudget} (approved ${result.approvedOverBudget}) | declined ${result.declined} (shed ${result.shed}) | loop stalls ${result.stalls} | errors ${result.errors} | ${result.operationsPerTransaction} ops/tx${result.serverLagMaxMs === undefined ? '' : ` | server loop lag max ${result.serverLagMaxMs} ms | generator sent late by up to ${result.generatorLateMaxMs} ms`} | commits ${result.commits.count}, >3 ms ${result.commits.over3Ms}, >20 ms ${result.commits.over20Ms}, p99 <= ${result.commits.p99AtMostMs ?? '>1000'} ms | queued >1 ms ${result.queued.over1Ms}, >3 ms ${result.queued.over3Ms} of ${result.queued.count} | queued to durable: p50 <= ${result.durable.p50AtMostMs ?? '>1000'} ms, p99 <= ${result.durable.p99AtMostMs ?? '>1000'} ms, >3 ms ${result.durable.over3Ms} | in the server: p50 <= ${result.served.p50AtMostMs ?? '>1000'} ms, p99 <= ${result.served.p99AtMostMs ?? '>1000'} ms, >3 ms ${result.served.over3Ms} | CPU per answer: generator ${result.cpu.generatorUs} µs, server ${result.cpu.serverUs} µs (main thread ${result.cpu.serverMainUs}), Postgres ${result.cpu.postgresUs} µs, machine ${result.cpu.machineBusyPercent}% busy, ${result.cpu.machineStolenMs} ms stolen by the host, at this cost every core busy gives at most ${result.cpu.allCoresCeilingPerSecond}/s | waited for a core: generator ${result.cpu.generatorMainWaitPercent}%, server ${result.cpu.serverMainWaitPercent}%, Postgres ${result.cpu.postgresWaitPercent}% of the run | Postgres: ${result.postgres.checkpoints} checkpoints begun (syncs ${result.postgres.checkpointSyncMs} ms), WAL ${result.postgres.walKbPerAnswer} KB per answer${result.errors > 0 ? ` | ${JSON.stringify(result.errorKinds)}` : ''}`,
+        `${groupCommit ? 'group commit on ' : 'group commit off'} | ${result.mode.padEnd(32)} | ${String(result.throughputPerSecond).padStart(6)}/s approved | p50 ${result.p50Ms} ms | p99 ${result.p99Ms} ms${result.p99FromSendMs === undefined ? '' : ` (from send ${result.p99FromSendMs} ms)`} | max ${result.maxMs} ms | >${BUDGET_MS} ms: ${result.overBudget} (approved ${result.approvedOverBudget}) | declined ${result.declined} | refused ${result.refused} (shed ${result.shed}) | loop stalls ${result.stalls} | errors ${result.errors} | ${result.operationsPerTransaction} ops/tx${result.serverLagMaxMs === undefined ? '' : ` | server loop lag max ${result.serverLagMaxMs} ms | generator sent late by up to ${result.generatorLateMaxMs} ms`} | commits ${result.commits.count}, >3 ms ${result.commits.over3Ms}, >20 ms ${result.commits.over20Ms}, p99 <= ${result.commits.p99AtMostMs ?? '>1000'} ms | queued >1 ms ${result.queued.over1Ms}, >3 ms ${result.queued.over3Ms} of ${result.queued.count} | queued to durable: p50 <= ${result.durable.p50AtMostMs ?? '>1000'} ms, p99 <= ${result.durable.p99AtMostMs ?? '>1000'} ms, >3 ms ${result.durable.over3Ms} | in the server: p50 <= ${result.served.p50AtMostMs ?? '>1000'} ms, p99 <= ${result.served.p99AtMostMs ?? '>1000'} ms, >3 ms ${result.served.over3Ms} | CPU per answer: generator ${result.cpu.generatorUs} µs, server ${result.cpu.serverUs} µs (main thread ${result.cpu.serverMainUs}), Postgres ${result.cpu.postgresUs} µs, machine ${result.cpu.machineBusyPercent}% busy, ${result.cpu.machineStolenMs} ms stolen by the host, at this cost every core busy gives at most ${result.cpu.allCoresCeilingPerSecond}/s | waited for a core: generator ${result.cpu.generatorMainWaitPercent}%, server ${result.cpu.serverMainWaitPercent}%, Postgres ${result.cpu.postgresWaitPercent}% of the run | Postgres: ${result.postgres.checkpoints} checkpoints begun (syncs ${result.postgres.checkpointSyncMs} ms), WAL ${result.postgres.walKbPerAnswer} KB per answer${result.errors > 0 ? ` | ${JSON.stringify(result.errorKinds)}` : ''}`,
       )
       figures.push(result)
     }
@@ -599,7 +604,7 @@ const outage = wanted('outage', process.env.BENCH_SKIP_OUTAGE === '1') ? await o
 const webhooks = wanted('webhooks', process.env.BENCH_SKIP_WEBHOOKS === '1') ? await webhookLoadRuns() : []
 const closedOn = on.find((figure) => figure.connections !== null)
 const closedOff = off.find((figure) => figure.connections !== null)
-/** The errors of a run and what they were: a 429 is an authorization refused because no further decline could be recorded. */
+/** The errors of a run and what they were (refusals, 429 `rate_limited`, are counted apart). */
 function errorsCell(figure: LoadFigures): string {
   const kinds = Object.entries(figure.errorKinds)
   return kinds.length === 0 ? String(figure.errors) : `${figure.errors} (${kinds.map(([kind, count]) => `${count} ${kind}`).join(', ')})`
@@ -633,9 +638,9 @@ const markdown = [
   '',
   'Latencies count from when each request was due (a request the load generator sent late carries its lateness); for open loops, "p99 from send" counts from when it was sent instead, which leaves the generator\'s own lateness out.',
   '',
-  '| group commit | load | approved/s | p50 ms | p99 ms | p99 from send ms | max ms | answers > 500 ms | declined (of them shed) | errors (status and code) | operations per transaction |',
-  '|---|---|---|---|---|---|---|---|---|---|---|',
-  ...[...on, ...off].map((figure) => `| ${figure.groupCommit ? 'on' : 'off'} | ${figure.mode} | ${figure.throughputPerSecond} | ${figure.p50Ms} | ${figure.p99Ms} | ${figure.p99FromSendMs ?? ''} | ${figure.maxMs} | ${figure.overBudget} (${figure.approvedOverBudget} approved) | ${figure.declined} (${figure.shed}) | ${errorsCell(figure)} | ${figure.operationsPerTransaction} |`),
+  '| group commit | load | approved/s | p50 ms | p99 ms | p99 from send ms | max ms | answers > 500 ms | declined | refused 429 (of them shed) | errors (status and code) | operations per transaction |',
+  '|---|---|---|---|---|---|---|---|---|---|---|---|',
+  ...[...on, ...off].map((figure) => `| ${figure.groupCommit ? 'on' : 'off'} | ${figure.mode} | ${figure.throughputPerSecond} | ${figure.p50Ms} | ${figure.p99Ms} | ${figure.p99FromSendMs ?? ''} | ${figure.maxMs} | ${figure.overBudget} (${figure.approvedOverBudget} approved) | ${figure.declined} | ${figure.refused} (${figure.shed}) | ${errorsCell(figure)} | ${figure.operationsPerTransaction} |`),
   '',
   ratio === null ? '' : `Closed-loop throughput, group commit on / one transaction per request: **${ratio}x**.`,
   '',

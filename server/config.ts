@@ -44,8 +44,8 @@ export interface Config {
   /**
    * Load shedding of authorizations (`LOAD_SHEDDING`, on by default; only on a Postgres server,
    * see `LoadShedder`): while the server's thread runs late tick after tick, a share of the
-   * authorizations without an Idempotency-Key is declined `processing_timeout` at once. Off in tests
-   * unless a test turns it on.
+   * authorizations is refused 429 `rate_limited` before their body is read. Off in tests unless a
+   * test turns it on.
    */
   loadShedding: boolean
   /** Largest number of connections the postgres.js pool opens. */

@@ -43,21 +43,6 @@ function tooLarge(limitBytes: number): ApiError {
   })
 }
 
-/** Bodies a request hook read before routing (see `readJsonBody`), handed to the parse step as they are. */
-const readEarly = new WeakMap<Request, unknown>()
-
-/**
- * A request's JSON body, read once: as the parse step reads it (the same limit and errors), for a
- * request hook that needs the body before routing; the parse step then takes this value instead
- * of reading the body again.
- */
-export async function readJsonBody(request: Request, limitBytes: number): Promise<unknown> {
-  if (readEarly.has(request)) return readEarly.get(request)
-  const body = await parseJsonBody(request, limitBytes)
-  readEarly.set(request, body)
-  return body
-}
-
 async function parseJsonBody(request: Request, limitBytes: number): Promise<unknown> {
   const text = await readLimited(request, limitBytes)
   if (text.trim() === '') return {}
@@ -79,6 +64,6 @@ async function parseJsonBody(request: Request, limitBytes: number): Promise<unkn
 export function jsonBodyPlugin(limitBytes: number) {
   return new Elysia({ name: 'kassa/json-body' }).onParse({ as: 'global' }, async ({ request }) => {
     if (request.method === 'GET' || request.method === 'HEAD') return
-    return readEarly.has(request) ? readEarly.get(request) : await parseJsonBody(request, limitBytes)
+    return await parseJsonBody(request, limitBytes)
   })
 }

@@ -5,8 +5,9 @@
  * (`LoopLag`), the way CoDel tells a standing queue from a burst: one late tick (a full garbage
  * collection, a slow step) is followed by ticks on time once its backlog is read, while an
  * overloaded thread never catches up, so tick after tick is late. While that lasts, a share of the
- * authorizations that can be declined cheaply is declined at once, and the share falls back,
- * step by step, to nothing once ticks are on time again. A tick counts as late only if the thread
+ * authorizations is refused at once, before their body is read (429, nothing recorded: the cheapest
+ * answer the thread can give), and the share falls back, step by step, to nothing once ticks are on
+ * time again. A tick counts as late only if the thread
  * was busy (running, or ready and waiting for a core) for at least `busyShare` of the time since
  * the previous tick: a thread that was stopped instead (the host took the core away, a blocking
  * call) has no standing queue of its own to shed. One stop is one late tick and never shed; stops

@@ -6,13 +6,14 @@ import type { Kassa } from '../../server/app.ts'
 import { SYSTEM_ACCOUNTS } from '../../server/ledger/hot-balances.ts'
 import { expireDueHolds } from '../../server/modules/holds/service.ts'
 import { Payment } from '../../server/modules/payments/model.ts'
+import { ErrorBody } from '../../server/platform/errors.ts'
 import { eventRow } from '../../server/ledger/events.ts'
 import type { PaymentRow } from '../../server/ledger/writer.ts'
 import { newId } from '../../server/lib/ids.ts'
 import { DECLINE_BACKLOG_MAX, DeclineRecorder } from '../../server/modules/payments/repo.ts'
 import { inlineRecord } from '../../server/platform/idempotency.ts'
 import { LoadShedder } from '../../server/platform/load-shedder.ts'
-import { AUTHORIZATION_ANSWER_MARGIN_MS, AUTHORIZATION_BUDGET_MS, AUTHORIZATION_P99_MS, configurePayments, DECLINE_RECORD_LAG_MAX_MS, declineRecorderOf, shedAtArrival } from '../../server/modules/payments/service.ts'
+import { AUTHORIZATION_ANSWER_MARGIN_MS, AUTHORIZATION_BUDGET_MS, AUTHORIZATION_P99_MS, configurePayments, DECLINE_RECORD_LAG_MAX_MS, declineRecorderOf } from '../../server/modules/payments/service.ts'
 import { callApp, restartOnSameDatabase, type TestApp, type TestResponse } from '../support/app.ts'
 import { holdCalls, stallWriter as stallLedgerWriter, whileExpiryCommits } from '../support/writer.ts'
 import { expectVerified, ledgerFixture, ledgerState, type LedgerFixture } from '../ledger/support.ts'
@@ -512,146 +513,71 @@ describe('past capacity', () => {
 })
 
 describe('load shedding', () => {
-  test('while the thread sheds, an authorization without a key is declined processing_timeout at once and recorded behind; keyed ones and earned declines keep their answers', async () => {
+  test('while the thread sheds, an authorization is refused 429 before its body is read: nothing decided, reserved or recorded, its key not used up; other requests and routes are untouched', async () => {
     const runtime = app.kassa.runtime
     const configured = runtime.shedder
     // The shedder's trigger (the loop late tick after tick) is tested in
-    // test/platform/load-shedder.test.ts; here it is set to shed everything it may.
+    // test/platform/load-shedder.test.ts; here it is set to shed everything.
     const shedder = new LoadShedder({ lateMs: 5, lateTicks: 1, stepUp: 1, stepDown: 0, busyShare: 0 }, () => 0)
-    shedder.observe(50)
+    const held = await authorize('1')
+    expect(held.body.state).toBe('authorized')
+    const key = `shed-${Date.now()}`
+    const before = { ledger: await ledgerState(app), payments: await paymentCount() }
     runtime.shedder = shedder
-    const approved: string[] = []
+    let refused: TestResponse
     try {
-      const before = await fx.balance(payer)
-      const shed = await authorize('1')
-      expect(shed.status).toBe(201)
-      expect(shed.body).toMatchObject({ state: 'declined', failureCode: 'processing_timeout', holdId: null, expiresAt: null })
-      expect(Value.Check(Payment, shed.body)).toBe(true)
-      // Nothing was reserved.
-      expect(await fx.balance(payer)).toEqual(before)
-      // A decline the request earns by itself keeps its own code.
-      expect((await authorize('100000000')).body).toMatchObject({ state: 'declined', failureCode: 'limit_exceeded' })
-      // A request with an Idempotency-Key is never shed: its key must answer the same everywhere.
-      const keyed = await authorizeWithKey(`shed-${Date.now()}`, '1')
-      expect(keyed.body.state).toBe('authorized')
-      approved.push(keyed.body.id)
-      expect(shedder.shed).toBe(1)
-      expect((await app.ops('GET', '/ops/v1/payments/stats')).body.shedding).toEqual({ enabled: true, share: 1, shed: 1, stalls: 0 })
-      // Recorded behind: readable as answered, with its event, once its record lands.
-      const recorder = declineRecorderOf(runtime)
-      for (let tries = 0; recorder.backlog > 0 && tries < 500; tries++) await Bun.sleep(10)
-      expect((await fx.call('GET', `/v1/payments/${shed.body.id}`)).body).toEqual(shed.body)
-      expect(await eventsOf(shed.body.id)).toEqual(['payment.declined'])
-    } finally {
-      runtime.shedder = configured
-    }
-    // Off again: approved as before.
-    const after = await authorize('1')
-    expect(after.body.state).toBe('authorized')
-    approved.push(after.body.id)
-    expect((await app.ops('GET', '/ops/v1/payments/stats')).body.shedding.enabled).toBe(configured !== undefined)
-    for (const id of approved) expect((await fx.call('POST', `/v1/payments/${id}/void`)).body.state).toBe('voided')
-    await expectVerified(app)
-  })
-})
-
-describe('load shedding before routing', () => {
-  test('an authorization the route would shed is declined from a request hook, from what is in memory; anything else goes on to the route and gets its answer there', async () => {
-    const runtime = app.kassa.runtime
-    const configured = runtime.shedder
-    const shedder = new LoadShedder({ lateMs: 5, lateTicks: 1, stepUp: 1, stepDown: 0, busyShare: 0 }, () => 0)
-    const frozen = await fx.mint('shed-frozen')
-    await fx.fund(frozen, '10')
-    expect((await app.ops('POST', `/ops/v1/accounts/${frozen}/freeze`)).status).toBe(200)
-    // Both accounts are in this instance's memory once the route has looked them up.
-    expect((await fx.call('POST', '/v1/payments/authorize', { accountId: frozen, asset: 'USDC', amount: '1' })).body.failureCode).toBe('account_frozen')
-    const other = await ledgerFixture(app, 'Shedding Other Org')
-    const stranger = await other.mint('stranger')
-    await other.fund(stranger, '10')
-    expect((await other.call('POST', '/v1/payments/authorize', { accountId: stranger, asset: 'USDC', amount: '1' })).body.state).toBe('authorized')
-    const input = { accountId: payer, asset: 'USDC', amount: '1', merchant: { name: 'Coffee Shop', mcc: '5814' } }
-    const notTaken: Array<[string, unknown]> = [
-      ['the body the route refuses: an amount that is not a string', { ...input, amount: 1 }],
-      ['the body the route refuses: a field it does not know', { ...input, tip: '1' }],
-      ['an amount that is not a decimal', { ...input, amount: 'abc' }],
-      ['more decimals than the asset has', { ...input, amount: '1.0000001' }],
-      ['an unsupported asset', { ...input, asset: 'DOGE' }],
-      ['past the per-payment limit', { ...input, amount: '100000000' }],
-      ['an account not in memory', { ...input, accountId: 'acct_' + '0'.repeat(32) }],
-      ["another organization's account", { ...input, accountId: stranger }],
-      ['a frozen account', { ...input, accountId: frozen }],
-    ]
-    const before = await fx.balance(payer)
-    const countBefore = await paymentCount()
-    runtime.shedder = shedder
-    try {
-      // Not shedding: nothing is taken, not even what would be.
-      expect(shedAtArrival(runtime, fx.org.id, input, performance.now())).toBeUndefined()
+      // Not shedding yet: answered as ever.
+      const voided = await fx.call('POST', `/v1/payments/${held.body.id}/void`)
+      expect(voided.body.state).toBe('voided')
+      before.ledger = await ledgerState(app)
+      before.payments = await paymentCount()
       shedder.observe(50)
-      for (const [reason, body] of notTaken) expect([reason, shedAtArrival(runtime, fx.org.id, body, performance.now())]).toEqual([reason, undefined])
-      expect(shedder.shed).toBe(0)
-      const taken = JSON.parse(shedAtArrival(runtime, fx.org.id, input, performance.now())!)
-      expect(taken).toMatchObject({ state: 'declined', failureCode: 'processing_timeout', accountId: payer, amount: '1.000000', holdId: null })
-      expect(shedder.shed).toBe(1)
+      expect(shedder.currentShare).toBe(1)
 
-      // Through the app: the route's answers for what the hook does not take, unchanged by shedding.
-      const answers = await Promise.all([
-        authorize('abc'),
-        fx.call('POST', '/v1/payments/authorize', { ...input, accountId: 'acct_' + '0'.repeat(32) }),
-        fx.call('POST', '/v1/payments/authorize', { ...input, accountId: stranger }),
-        fx.call('POST', '/v1/payments/authorize', { ...input, asset: 'DOGE' }),
-        fx.call('POST', '/v1/payments/authorize', { ...input, accountId: frozen }),
-        authorize('100000000'),
-        app.call('POST', '/v1/payments/authorize', { key: fx.org.publishableKey, body: input }),
+      refused = await authorize('1')
+      expect(refused.status).toBe(429)
+      expect(refused.body.error).toMatchObject({ code: 'rate_limited' })
+      expect(refused.body.error.message).toContain('past its capacity')
+      expect(Value.Check(ErrorBody, refused.body)).toBe(true)
+      expect(refused.headers.get('retry-after')).toBe('1')
+      expect(refused.headers.get('x-request-id')).toBe(refused.body.error.requestId)
+      // Counted against the key's window like any request: authentication and rate limiting ran first.
+      expect(Number(refused.headers.get('x-ratelimit-limit'))).toBeGreaterThan(0)
+      expect(refused.headers.get('x-ratelimit-remaining')).not.toBeNull()
+
+      // The body is never read: a keyed request, a malformed body and one past the body limit are
+      // refused alike, and no key is claimed.
+      const keyed = await authorizeWithKey(key, '1')
+      const malformed = await fx.call('POST', '/v1/payments/authorize', { accountId: payer, asset: 'USDC', amount: 1 })
+      const oversized = await app.call('POST', '/v1/payments/authorize', { key: fx.org.testKey, headers: { 'content-type': 'application/json' }, rawBody: 'x'.repeat(runtime.config.bodyLimitBytes + 10) })
+      expect([keyed.status, malformed.status, oversized.status]).toEqual([429, 429, 429])
+
+      // What the route would refuse for the caller's key is refused for that, not shed.
+      const [badKey, publishable] = await Promise.all([
+        app.call('POST', '/v1/payments/authorize', { key: 'sk_test_' + '0'.repeat(40), body: { accountId: payer, asset: 'USDC', amount: '1' } }),
+        app.call('POST', '/v1/payments/authorize', { key: fx.org.publishableKey, body: { accountId: payer, asset: 'USDC', amount: '1' } }),
       ])
-      expect(answers.map((answer) => [answer.status, answer.body.error?.code ?? answer.body.failureCode, answer.body.error?.field])).toEqual([
-        [400, 'invalid_request', 'amount'],
-        [404, 'not_found', 'accountId'],
-        [404, 'not_found', 'accountId'],
-        [201, 'unsupported_asset', undefined],
-        [201, 'account_frozen', undefined],
-        [201, 'limit_exceeded', undefined],
-        [403, 'permission_denied', undefined],
-      ])
-      expect(shedder.shed).toBe(1)
-      // What it takes is answered as the route answers a shed (a recorded decline, with the request
-      // id and the rate headers), without reaching the route: the route would look the account up.
-      const directory = runtime.ledger.accounts
-      const lookUp = directory.require.bind(directory)
-      let lookups = 0
-      directory.require = (...args: Parameters<typeof lookUp>) => {
-        lookups += 1
-        return lookUp(...args)
-      }
-      let shed: TestResponse
-      try {
-        shed = await authorize('1')
-        expect(lookups).toBe(0)
-        expect((await fx.call('POST', '/v1/payments/authorize', { ...input, asset: 'DOGE' })).body.failureCode).toBe('unsupported_asset')
-        expect(lookups).toBe(1)
-      } finally {
-        delete (directory as { require?: unknown }).require
-      }
-      expect(shed.status).toBe(201)
-      expect(shed.body).toMatchObject({ state: 'declined', failureCode: 'processing_timeout', holdId: null, expiresAt: null })
-      expect(Value.Check(Payment, shed.body)).toBe(true)
-      expect(shed.headers.get('content-type')).toBe('application/json;charset=utf-8')
-      expect(shed.headers.get('x-request-id')).toMatch(/^req_[0-9a-f]{32}$/)
-      expect(Number(shed.headers.get('x-ratelimit-limit'))).toBeGreaterThan(0)
-      expect(shedder.shed).toBe(2)
-      const recorder = declineRecorderOf(runtime)
-      for (let tries = 0; recorder.backlog > 0 && tries < 500; tries++) await Bun.sleep(10)
-      for (const payment of [taken, shed.body]) {
-        expect((await fx.call('GET', `/v1/payments/${payment.id}`)).body).toEqual(payment)
-        expect(await eventsOf(payment.id)).toEqual(['payment.declined'])
-      }
+      expect([badKey.status, badKey.body.error.code]).toEqual([401, 'authentication_error'])
+      expect([publishable.status, publishable.body.error.code]).toEqual([403, 'permission_denied'])
+
+      // Only authorizations are shed: other routes answer as ever.
+      expect((await fx.call('GET', `/v1/payments/${held.body.id}`)).body.state).toBe('voided')
+      expect((await fx.call('GET', '/v1/payments?limit=1')).status).toBe(200)
+
+      expect(shedder.shed).toBe(4)
+      expect((await app.ops('GET', '/ops/v1/payments/stats')).body.shedding).toEqual({ enabled: true, share: 1, shed: 4, stalls: 0 })
+      // Nothing of the four was decided, reserved or recorded.
+      expect({ ledger: await ledgerState(app), payments: await paymentCount() }).toEqual(before)
     } finally {
       runtime.shedder = configured
     }
-    // Nothing reserved; the two sheds and the route's four declines (two unsupported assets, the
-    // frozen account, the limit) are recorded.
-    expect(await fx.balance(payer)).toEqual(before)
-    expect(await paymentCount()).toBe(countBefore + 6)
+    // Off again: approved as before, and the refused key was not used up.
+    const retried = await authorizeWithKey(key, '1')
+    expect(retried.status).toBe(201)
+    expect(retried.body.state).toBe('authorized')
+    expect(retried.headers.get('idempotent-replayed')).toBeNull()
+    expect((await app.ops('GET', '/ops/v1/payments/stats')).body.shedding.enabled).toBe(configured !== undefined)
+    expect((await fx.call('POST', `/v1/payments/${retried.body.id}/void`)).body.state).toBe('voided')
     await expectVerified(app)
   })
 })

@@ -91,12 +91,12 @@ export function retryDelayMs(attempt: number): number {
 export const DECLINE_BACKLOG_MAX = 100_000
 
 /**
- * While every decline waiting for its record was answered already (shed, or answered behind), the
- * recorder gathers them this long before writing, up to `DECLINE_GATHER_ROWS`: nobody waits, and
- * past capacity, where each shed authorization is a decline to record, a batch's commit and
- * start-up shared by more rows cost Postgres and the server's thread much less per decline (with
- * every authorization shed at 10,000/s: 31 µs of Postgres CPU per decline against 45, and 52 µs of
- * the server's against 59). A decline someone waits for ends the gathering at once.
+ * While every decline waiting for its record was answered already (answered behind, past capacity
+ * or with the database failing), the recorder gathers them this long before writing, up to
+ * `DECLINE_GATHER_ROWS`: nobody waits, and a batch's commit and start-up shared by more rows cost
+ * Postgres and the server's thread much less per decline (measured when shed authorizations were
+ * still declines to record, every one shed at 10,000/s: 31 µs of Postgres CPU per decline against
+ * 45, and 52 µs of the server's against 59). A decline someone waits for ends the gathering at once.
  */
 export const DECLINE_GATHER_MS = 10
 const DECLINE_GATHER_ROWS = 256
@@ -286,8 +286,8 @@ const EVENT_ONCE = 'on conflict (id) do nothing'
  * that failed and may have committed all the same (its reply lost with the connection), is written
  * so that writing it again changes nothing: its payments upserted, its events skipped when there.
  * The idempotent form costs Postgres a probe of each key and a speculative insertion per row,
- * which past capacity, where every shed authorization is a decline to record, is much of what
- * a decline costs it (README, "Payment authorization").
+ * which past capacity, where many declines are answered behind, is much of what a decline costs
+ * it (README, "Payment authorization").
  */
 function declineStatement(batch: PendingDecline[], again: boolean): { statement: TextStatement; duplicates: Set<PendingDecline> } {
   const firstOfKey = new Map<string, number>()

@@ -3,9 +3,8 @@ import { IdParams } from '../../lib/params.ts'
 import { ApiError } from '../../lib/errors.ts'
 import { jsonResponse, replayResponse, type AccessPlugin } from '../../platform/access.ts'
 import { arrivalOf } from '../../platform/arrival.ts'
-import { IDEMPOTENCY_HEADER, idempotencyKeyOf, requestHashOf, type IdempotencyStore, type InlineIdempotency } from '../../platform/idempotency.ts'
+import { idempotencyKeyOf, requestHashOf, type IdempotencyStore, type InlineIdempotency } from '../../platform/idempotency.ts'
 import { principalOf } from '../../platform/auth.ts'
-import { readJsonBody } from '../../platform/body.ts'
 import { pathnameOf } from '../../lib/url.ts'
 import { apiDoc } from '../../platform/openapi.ts'
 import { histogramSchema } from '../../ledger/ops-routes.ts'
@@ -20,29 +19,31 @@ const STATES_DOC =
 const REFUSALS_DOC = 'Refused with hold_not_active (409) unless the payment is authorized (declined, captured, voided, or being captured or voided right now), and hold_expired (422) once it has lapsed or while its lapse is being committed.'
 
 const AUTHORIZE_PATH = '/v1/payments/authorize'
+/** The `Retry-After` of a shed authorization: the shedder's share falls from all to none within 200 ms of the loop catching up. */
+const SHED_RETRY_AFTER_SECONDS = 1
 
 /**
- * Load shedding before routing: a request hook, after authentication and rate limiting, that
- * declines an authorization the shedder picks from what is in memory (`service.shedAtArrival`),
- * without routing, validation or the route. It reads nothing unless the shedder is shedding; then
- * it reads the body, and a request it does not take goes on to the route with it already read. Past
- * capacity the server's one thread is the bottleneck, and a shed that costs it less leaves it more
- * for approvals and for reading requests before their budget is gone (the README, "Load shedding").
+ * Load shedding: a request hook, right after authentication and rate limiting, that refuses the
+ * authorizations the shedder picks with 429 `rate_limited` and `Retry-After`, before their body is
+ * read: nothing is decided, reserved or recorded, no payment id is given out, and an
+ * Idempotency-Key is not used up, so the request can be sent again as it was. It reads nothing
+ * unless the shedder is shedding. Past capacity the server's one thread is the bottleneck: a
+ * refusal costs it (and the database: nothing to record) far less than a decline would, which is
+ * what lets shedding bring the thread back under its load (the README, "Load shedding").
  */
 export function authorizationShedPlugin(runtime: Runtime) {
-  const bodyLimitBytes = runtime.config.bodyLimitBytes
-  return new Elysia({ name: 'kassa/authorization-shed' }).onRequest(async ({ request, set }) => {
+  return new Elysia({ name: 'kassa/authorization-shed' }).onRequest(({ request }) => {
     // The cheap tests first: an ordinary request pays for one property read.
     const shedder = runtime.shedder
     if (shedder === undefined || shedder.currentShare === 0) return
     if (request.method !== 'POST' || pathnameOf(request.url) !== AUTHORIZE_PATH) return
-    // A keyed request is never shed (its key must answer the same on every instance), and a key
-    // the route would refuse is refused there.
-    if (request.headers.has(IDEMPOTENCY_HEADER)) return
+    // A key the route would refuse is refused there (401 came first; a publishable key is 403).
     const principal = principalOf(request)
     if (principal === undefined || principal.keyType === 'publishable') return
-    const body = service.shedAtArrival(runtime, principal.orgId, await readJsonBody(request, bodyLimitBytes), arrivalOf(request))
-    if (body !== undefined) return jsonResponse(201, body, set)
+    if (!shedder.shouldShed()) return
+    throw new ApiError('rate_limited', `This instance is past its capacity and shed this authorization before reading it; nothing was authorized or recorded. Retry after ${SHED_RETRY_AFTER_SECONDS} s`, {
+      headers: { 'retry-after': String(SHED_RETRY_AFTER_SECONDS) },
+    })
   })
 }
 
@@ -61,21 +62,21 @@ export function paymentsOpsRoutes(runtime: Runtime) {
           refused: t.Integer({ description: `Authorizations refused 429 rate_limited since this instance started because ${DECLINE_BACKLOG_MAX} declines already waited for their records (a decline that could not be recorded is never answered)` }),
         },
         {
-          description: `How far decline records are behind the answers. A decline waits for its record (so it is durable when answered) unless the database is failing, it was shed, or it has no Idempotency-Key and the oldest waiting record has waited over ${service.DECLINE_RECORD_LAG_MAX_MS} ms (past capacity); those are answered at once and recorded behind, read from this instance's memory until then.`,
+          description: `How far decline records are behind the answers. A decline waits for its record (so it is durable when answered) unless the database is failing, or it has no Idempotency-Key and the oldest waiting record has waited over ${service.DECLINE_RECORD_LAG_MAX_MS} ms (past capacity); those are answered at once and recorded behind, read from this instance's memory until then.`,
         },
       ),
       shedding: t.Object(
         {
           enabled: t.Boolean({ description: 'Load shedding is on (LOAD_SHEDDING, on a Postgres server)' }),
-          share: t.Number({ description: 'The share of authorizations without an Idempotency-Key declined at once right now, 0 to 1' }),
-          shed: t.Integer({ description: 'Authorizations shed since this instance started (declined processing_timeout)' }),
+          share: t.Number({ description: 'The share of authorizations refused at once right now, 0 to 1' }),
+          shed: t.Integer({ description: 'Authorizations shed since this instance started (refused 429 rate_limited before their body was read; nothing recorded)' }),
           stalls: t.Integer({
             description:
               'Late ticks of the event loop since this instance started that did not count toward shedding because its thread was stopped rather than busy (it neither ran nor waited for a core for most of the time: the host took the core away, or a blocking call); read from Linux schedstat, 0 where that is unavailable',
           }),
         },
         {
-          description: `Load shedding: while this instance's event loop runs late tick after tick (its one thread past capacity, not a single stall), a share of the authorizations without an Idempotency-Key is declined processing_timeout before anything is reserved, answered at once and recorded behind; the share grows while the lateness stands and falls back to 0 once ticks are on time. A tick late while the thread was stopped rather than busy counts as on time (stalls).`,
+          description: `Load shedding: while this instance's event loop runs late tick after tick (its one thread past capacity, not a single stall), a share of the authorizations is refused 429 rate_limited with Retry-After before their body is read (nothing decided, reserved or recorded, no payment id, an Idempotency-Key not used up: a refusal costs the thread and the database far less than a decline); the share grows while the lateness stands and falls back to 0 once ticks are on time. A tick late while the thread was stopped rather than busy counts as on time (stalls).`,
         },
       ),
     }),
@@ -114,7 +115,7 @@ export function paymentsRoutes(runtime: Runtime, access: AccessPlugin, records: 
         body: AuthorizePaymentBody,
         response: { 201: Payment },
         detail: apiDoc('Authorize a payment', 'Payments', {
-          description: `Synchronous, answered within a hard budget of 500 ms. Approved: 201 with state authorized, the amount held on the account until capture, void or lapse. Declined: 201 with state declined and failureCode (insufficient_funds, account_frozen, limit_exceeded, amount_too_small, unsupported_asset; processing_timeout when the approval could not be made durable within the budget, or when this instance is past its capacity and sheds load (only requests without an Idempotency-Key are shed, before anything is reserved), processing_error when the database refused it). A declined authorization can never be captured. A decline is normally durable when answered; it is answered before its record is durable, and read from the answering instance's memory until then, when the database is failing, when it was shed, and past capacity when it has no Idempotency-Key and decline records are more than ${service.DECLINE_RECORD_LAG_MAX_MS} ms behind (a keyed decline still waits for its record within the budget, so its key answers the same everywhere). Every decline answered is recorded: when ${DECLINE_BACKLOG_MAX} declines already wait for their records on this instance (far past its capacity, or the database away for minutes), an authorization is refused 429 rate_limited with Retry-After instead, nothing of it authorized or recorded and no payment id given, so it can be sent again (its Idempotency-Key is not used up). Malformed input is 400 invalid_request; an unknown account is 404. ${STATES_DOC}`,
+          description: `Synchronous, answered within a hard budget of 500 ms. Approved: 201 with state authorized, the amount held on the account until capture, void or lapse. Declined: 201 with state declined and failureCode (insufficient_funds, account_frozen, limit_exceeded, amount_too_small, unsupported_asset; processing_timeout when the approval could not be made durable within the budget, or when the ledger writer's queue is past what the budget allows, processing_error when the database refused it). A declined authorization can never be captured. A decline is normally durable when answered; it is answered before its record is durable, and read from the answering instance's memory until then, when the database is failing, and past capacity when it has no Idempotency-Key and decline records are more than ${service.DECLINE_RECORD_LAG_MAX_MS} ms behind (a keyed decline still waits for its record within the budget, so its key answers the same everywhere). Every decline answered is recorded: when ${DECLINE_BACKLOG_MAX} declines already wait for their records on this instance (far past its capacity, or the database away for minutes), an authorization is refused 429 rate_limited with Retry-After instead, nothing of it authorized or recorded and no payment id given, so it can be sent again (its Idempotency-Key is not used up). The same 429 answers an authorization this instance sheds because its one thread is past its capacity (its event loop late tick after tick): refused after authentication and rate limiting and before its body is read, with Retry-After: 1, nothing of it decided or recorded (GET /ops/v1/payments/stats, shedding). Malformed input is 400 invalid_request; an unknown account is 404. ${STATES_DOC}`,
         }),
       },
     )

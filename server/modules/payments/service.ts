@@ -15,8 +15,7 @@ import { holdRow, onHoldExpiry } from '../holds/service.ts'
 import type { HoldRecord } from '../holds/repo.ts'
 import { closingHooks, holdRowsToWrite, onOwnedHoldLookup, ownedHoldId, ownerOfHoldId, takePendingHold } from '../holds/state.ts'
 import { assertWithinLimits } from '../transfers/fees.ts'
-import { TypeCompiler } from '@sinclair/typebox/compiler'
-import { AuthorizePaymentBody, type AuthorizePaymentInput, type CapturePaymentInput, type FailureCode, type PaymentView } from './model.ts'
+import { type AuthorizePaymentInput, type CapturePaymentInput, type FailureCode, type PaymentView } from './model.ts'
 import * as repo from './repo.ts'
 import { isoOf } from '../../lib/time.ts'
 import { StandingQueue } from '../../lib/standing-queue.ts'
@@ -363,14 +362,6 @@ async function authorizeWithin(runtime: Runtime, orgId: string, input: Authorize
   try {
     assertWithinLimits(amountMinor, runtime.ledger.policy(info.asset), info.decimals)
     if (account.status === 'frozen') throw new ApiError('account_frozen', 'frozen')
-    // Load shedding: the server's thread is past its capacity (see `LoadShedder`). Declined before
-    // anything is reserved, answered at once and recorded behind. Keyed requests are never shed:
-    // their key must answer the same on every instance, so they wait for their record. Nothing is
-    // shed while no further decline could be recorded: such a request is approved if admission
-    // takes it, and refused 429 otherwise (see `decline`), so `shed` counts only declines answered.
-    if (context.idempotency === undefined && !state.declines.full && runtime.shedder?.shouldShed()) {
-      return decline(runtime, row, 'processing_timeout', account.externalId, budget, context, true)
-    }
     // Admission: when the writer's queue is already longer than the budget left, the approval could
     // not be durable in time; declining now keeps the writer approving at its capacity. A standing
     // queue (past capacity) is held to its target, so admitted approvals still answer within the
@@ -424,40 +415,6 @@ function newPaymentRow(orgId: string, input: AuthorizePaymentInput, info: AssetI
     createdAt: now,
     closedAt: null,
   }
-}
-
-const authorizeBody = TypeCompiler.Compile(AuthorizePaymentBody)
-
-/**
- * Load shedding before routing (`authorizationShedPlugin`, called from a request hook with the
- * caller's organization and the body read). A shed authorization went through routing, parsing,
- * validation, the budget's timer and the account's lookup only to be declined at once, and past
- * capacity those cost the server's thread about as much as the decline itself; here one is declined
- * from what is in memory. Only an authorization the route would shed is taken: a body the route
- * accepts, a supported asset and an amount within its limits, on an active account of the caller's
- * that this instance has in memory, no Idempotency-Key (checked by the hook), and the shedder
- * picking it. Anything else answers undefined and goes on to the route, which answers it exactly as
- * before. A shed is declined `processing_timeout` and recorded behind, as in `authorizeWithin`.
- */
-export function shedAtArrival(runtime: Runtime, orgId: string, input: unknown, receivedAt: number): string | undefined {
-  const shedder = runtime.shedder
-  if (shedder === undefined || shedder.currentShare === 0 || !authorizeBody.Check(input)) return undefined
-  const info = findAsset(input.asset)
-  if (!info) return undefined
-  const account = runtime.ledger.accounts.cached(input.accountId)
-  if (account === undefined || account.orgId !== orgId || account.status !== 'active') return undefined
-  let amountMinor: bigint
-  try {
-    amountMinor = parseAmount(input.amount, info.decimals, 'amount')
-    assertWithinLimits(amountMinor, runtime.ledger.policy(info.asset), info.decimals)
-  } catch {
-    return undefined
-  }
-  const state = stateOf(runtime)
-  if (state.declines.full || !shedder.shouldShed()) return undefined
-  const body = startDeclineRecord(runtime, newPaymentRow(orgId, input, info, amountMinor, runtime.clock.now(orgId)), 'processing_timeout', account.externalId, undefined, true).body
-  state.answerLatency.record(performance.now() - receivedAt)
-  return body
 }
 
 /** The reservation: decided and applied to memory in this synchronous step, committed by the writer. */
@@ -610,7 +567,7 @@ async function untilDurable(runtime: Runtime, paymentId: string, write: () => Pr
  * Records a decline (with the request's idempotency record) and answers it; if the record is not
  * durable within the budget the answer is given anyway and the record finishes later.
  */
-async function decline(runtime: Runtime, payment: PaymentRow, failureCode: FailureCode, externalId: string | null, budget: Budget, context: AuthorizeContext, shed = false): Promise<AuthorizeAnswer> {
+async function decline(runtime: Runtime, payment: PaymentRow, failureCode: FailureCode, externalId: string | null, budget: Budget, context: AuthorizeContext): Promise<AuthorizeAnswer> {
   const state = stateOf(runtime)
   // Every decline answered is recorded: when the records are as far behind as memory may keep
   // them, the request is refused instead, with nothing decided, reserved or recorded (no payment
@@ -633,9 +590,8 @@ async function decline(runtime: Runtime, payment: PaymentRow, failureCode: Failu
   //   the decline has no key. Waiting there made every decline take the whole budget, and answers
   //   crossed 500 ms once the server's thread was the bottleneck (7,171 of them in 8 s at 15,000/s
   //   offered). A keyed decline still waits, within the budget: its key must not be answered
-  //   otherwise by another instance meanwhile;
-  // - the request is shed (it has no key): the thread has no time to spare for waiting.
-  const answerNow = shed || !runtime.ledger.writer.healthy() || (claim === undefined && state.declines.oldestWaitMs() > DECLINE_RECORD_LAG_MAX_MS)
+  //   otherwise by another instance meanwhile.
+  const answerNow = !runtime.ledger.writer.healthy() || (claim === undefined && state.declines.oldestWaitMs() > DECLINE_RECORD_LAG_MAX_MS)
   const { body, write, forgetAnswer } = startDeclineRecord(runtime, payment, failureCode, externalId, claim, answerNow)
   if (answerNow) return { kind: 'answer', body }
   const outcome = await budget.race(write)
