@@ -33,11 +33,6 @@ export class AccountDirectory {
     return entry
   }
 
-  /** The account if this instance has it in memory already; never reads the database. */
-  cached(accountId: string): AccountEntry | undefined {
-    return this.entries.get(accountId)
-  }
-
   /** The organization's account; another organization's answers exactly like a missing one. */
   async require(orgId: string, accountId: string, field?: string): Promise<AccountEntry> {
     const entry = await this.find(accountId)
