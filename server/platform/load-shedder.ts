@@ -7,9 +7,8 @@
  * overloaded thread never catches up, so tick after tick is late. While that lasts, a share of the
  * authorizations is refused at once, before their body is read (429, nothing recorded: the cheapest
  * answer the thread can give), and the share falls back, step by step, to nothing once ticks are on
- * time again. A tick counts as late only if the thread
- * was busy (running, or ready and waiting for a core) for at least `busyShare` of the time since
- * the previous tick: a thread that was stopped instead (the host took the core away, a blocking
+ * time again. A tick counts as late only if the thread was busy (running, or ready and waiting for
+ * a core) for at least `busyShare` of the time since the previous tick: a thread that was stopped instead (the host took the core away, a blocking
  * call) has no standing queue of its own to shed. One stop is one late tick and never shed; stops
  * tick after tick would otherwise look like a thread past capacity. The ticks late while a stop's
  * backlog is read are busy, and count. The defaults favour the 500 ms budget over never

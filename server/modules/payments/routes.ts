@@ -19,8 +19,6 @@ const STATES_DOC =
 const REFUSALS_DOC = 'Refused with hold_not_active (409) unless the payment is authorized (declined, captured, voided, or being captured or voided right now), and hold_expired (422) once it has lapsed or while its lapse is being committed.'
 
 const AUTHORIZE_PATH = '/v1/payments/authorize'
-/** The `Retry-After` of a shed authorization: the shedder's share falls from all to none within 200 ms of the loop catching up. */
-const SHED_RETRY_AFTER_SECONDS = 1
 
 /**
  * Load shedding: a request hook, right after authentication and rate limiting, that refuses the
@@ -41,9 +39,7 @@ export function authorizationShedPlugin(runtime: Runtime) {
     const principal = principalOf(request)
     if (principal === undefined || principal.keyType === 'publishable') return
     if (!shedder.shouldShed()) return
-    throw new ApiError('rate_limited', `This instance is past its capacity and shed this authorization before reading it; nothing was authorized or recorded. Retry after ${SHED_RETRY_AFTER_SECONDS} s`, {
-      headers: { 'retry-after': String(SHED_RETRY_AFTER_SECONDS) },
-    })
+    throw service.overloadedRefusal('it shed this authorization before reading it')
   })
 }
 

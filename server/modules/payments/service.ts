@@ -46,8 +46,21 @@ const ADMISSION_INTERVAL_MS = 100
  * behind (see `decline`).
  */
 export const DECLINE_RECORD_LAG_MAX_MS = 50
-/** The `Retry-After` of an authorization refused because its decline could not be recorded. */
+/**
+ * The `Retry-After` of an authorization refused past capacity (shed, or its decline could not be
+ * recorded): the shedder's share falls from all to none within 200 ms of the loop catching up.
+ */
 const OVERLOADED_RETRY_AFTER_SECONDS = 1
+
+/**
+ * An authorization refused past this instance's capacity: 429 `rate_limited` with `Retry-After`,
+ * nothing of it authorized or recorded, so it can be sent again as it was.
+ */
+export function overloadedRefusal(why: string): ApiError {
+  return new ApiError('rate_limited', `This instance is past its capacity: ${why}. Nothing was authorized or recorded; retry after ${OVERLOADED_RETRY_AFTER_SECONDS} s`, {
+    headers: { 'retry-after': String(OVERLOADED_RETRY_AFTER_SECONDS) },
+  })
+}
 /** An uncaptured authorization lapses after this long on the organization's clock. */
 export const AUTHORIZATION_LIFETIME_MS = 24 * 3600 * 1000
 /** Amounts of unsupported assets are still checked for shape; no asset has more decimals than this. */
@@ -574,11 +587,7 @@ async function decline(runtime: Runtime, payment: PaymentRow, failureCode: Failu
   // id is given out that could not be read back). Nothing was reserved on any path here.
   if (state.declines.full) {
     state.refusedUnrecordable += 1
-    throw new ApiError(
-      'rate_limited',
-      `This instance is past its capacity: ${state.declines.backlog} declines already wait to be recorded. Nothing was authorized or recorded; retry after ${OVERLOADED_RETRY_AFTER_SECONDS} s`,
-      { headers: { 'retry-after': String(OVERLOADED_RETRY_AFTER_SECONDS) } },
-    )
+    throw overloadedRefusal(`${state.declines.backlog} declines already wait to be recorded`)
   }
   const claim = context.idempotency
   // A decline normally waits for its record, so the answer is durable: readable from every
