@@ -83,6 +83,9 @@ export async function recordIdempotentFailure(
   error: ApiError,
   response: Response,
 ): Promise<void> {
+  // Most failures carry no claimed key (a shed or rate-limited request never claimed one): the
+  // answer's body is copied only for a claim that saves it.
+  if (!idempotency.claimed(request)) return
   if (error.code === 'invalid_request') {
     await idempotency.release(request)
     return

@@ -93,11 +93,13 @@ export function toApiError(code: string | number, error: unknown): ApiError {
 export function errorResponse(error: ApiError, requestId: string, headers: Record<string, string | number> = {}): Response {
   const body: ErrorBodyValue = { error: { code: error.code, message: error.message, requestId } }
   if (error.field !== undefined) body.error.field = error.field
-  const responseHeaders = new Headers()
-  for (const [name, value] of Object.entries(headers)) responseHeaders.set(name, String(value))
-  for (const [name, value] of Object.entries(error.headers ?? {})) responseHeaders.set(name, value)
-  responseHeaders.set('content-type', 'application/json')
-  responseHeaders.set('x-request-id', requestId)
+  // Header names are lower case throughout (Elysia's `set.headers`, `ApiError.headers`), so a plain
+  // object gives the same headers as a `Headers` built by `set`, the later value winning.
+  const responseHeaders: Record<string, string> = {}
+  for (const name in headers) responseHeaders[name] = String(headers[name])
+  if (error.headers !== undefined) for (const name in error.headers) responseHeaders[name] = error.headers[name]!
+  responseHeaders['content-type'] = 'application/json'
+  responseHeaders['x-request-id'] = requestId
   return new Response(JSON.stringify(body), { status: error.status, headers: responseHeaders })
 }
 

@@ -238,6 +238,11 @@ export class IdempotencyStore {
     throw new ApiError('idempotency_in_progress', 'A request with this Idempotency-Key is still being processed; retry shortly')
   }
 
+  /** Whether this request holds a claim (`complete` or `release` has something to do). */
+  claimed(request: Request): boolean {
+    return claims.has(request)
+  }
+
   /** Saves the answer of a claimed request; a no-op for requests without a key. */
   async complete(request: Request, status: number, body: string): Promise<void> {
     const claim = claims.get(request)

@@ -7,6 +7,7 @@ import { idempotencyKeyOf, requestHashOf, type IdempotencyStore, type InlineIdem
 import { principalOf } from '../../platform/auth.ts'
 import { pathnameOf } from '../../lib/url.ts'
 import { apiDoc } from '../../platform/openapi.ts'
+import { errorResponse, requestIdOf } from '../../platform/errors.ts'
 import { histogramSchema } from '../../ledger/ops-routes.ts'
 import type { Runtime } from '../../runtime.ts'
 import { AuthorizePaymentBody, CapturePaymentBody, ListPaymentsQuery, Payment, PaymentList } from './model.ts'
@@ -30,7 +31,7 @@ const AUTHORIZE_PATH = '/v1/payments/authorize'
  * what lets shedding bring the thread back under its load (the README, "Load shedding").
  */
 export function authorizationShedPlugin(runtime: Runtime) {
-  return new Elysia({ name: 'kassa/authorization-shed' }).onRequest(({ request }) => {
+  return new Elysia({ name: 'kassa/authorization-shed' }).onRequest(({ request, set }) => {
     // The cheap tests first: an ordinary request pays for one property read.
     const shedder = runtime.shedder
     if (shedder === undefined || shedder.currentShare === 0) return
@@ -39,9 +40,17 @@ export function authorizationShedPlugin(runtime: Runtime) {
     const principal = principalOf(request)
     if (principal === undefined || principal.keyType === 'publishable') return
     if (!shedder.shouldShed()) return
-    throw service.overloadedRefusal('it shed this authorization before reading it')
+    // Answered here rather than thrown to the errors plugin: no stack trace, no error hook, one
+    // Response (its headers taken from `set`, which is emptied so Elysia does not merge them again).
+    const given = set.headers['x-request-id']
+    const response = errorResponse(SHED_REFUSAL, typeof given === 'string' ? given : requestIdOf(request), set.headers as Record<string, string | number>)
+    set.headers = {}
+    return response
   })
 }
+
+/** A shed authorization's refusal; its text never changes, so it is made once. */
+const SHED_REFUSAL = service.overloadedRefusal('it shed this authorization before reading it')
 
 /** Operator routes of payments (under /ops/v1, authenticated by the operator token). */
 export function paymentsOpsRoutes(runtime: Runtime) {
