@@ -32,7 +32,12 @@ import { inProcessFundedOrg, paced, processCpuMs, skipLedgerWrites } from './sup
 
 const DURATION_MS = Number(process.env.HTTP_FLOOR_DURATION_MS ?? 6000)
 const CONNECTIONS = Number(process.env.HTTP_FLOOR_CONNECTIONS ?? 128)
-const PORT = Number(process.env.HTTP_FLOOR_PORT ?? 39123)
+/**
+ * The servers listen on HTTP_FLOOR_PORT, or by default on a port the kernel picks, reported back in
+ * the ready line: a fixed default inside the ephemeral range (32768 to 60999 here) was found taken by
+ * a client connection's own port after a load run, and the server could not start.
+ */
+const PORT = Number(process.env.HTTP_FLOOR_PORT ?? 0)
 const SERVERS = (process.env.HTTP_FLOOR_SERVERS ?? 'bun,elysia,kassa').split(',').filter((name) => name !== '')
 const RATE = Number(process.env.HTTP_FLOOR_RATE ?? 0)
 const SERVER_BUN_ARGS = (process.env.HTTP_FLOOR_BUN_ARGS ?? '').split(' ').filter((arg) => arg !== '')
@@ -49,6 +54,7 @@ const REQUEST_BODY = JSON.stringify({ accountId: 'acct_01a211360851759a822561f30
 
 /** What the child tells the parent once it listens: for Kassa, the key and the accounts to authorize on. */
 interface Ready {
+  port: number
   key?: string
   accounts?: string[]
 }
@@ -60,18 +66,18 @@ async function serve(kind: string): Promise<void> {
     return
   }
   if (kind === 'bun') {
-    Bun.serve({
+    const server = Bun.serve({
       port: PORT,
       async fetch(request) {
         await request.json()
         return new Response(ANSWER, { status: 201, headers: { 'content-type': 'application/json' } })
       },
     })
-    console.log(JSON.stringify({} satisfies Ready))
+    console.log(JSON.stringify({ port: server.port! } satisfies Ready))
     return
   }
   const { Elysia, t } = await import('elysia')
-  new Elysia()
+  const app = new Elysia()
     .post(
       '/v1/payments/authorize',
       ({ set }) => {
@@ -81,7 +87,7 @@ async function serve(kind: string): Promise<void> {
       { body: t.Object({ accountId: t.String(), asset: t.String(), amount: t.String() }) },
     )
     .listen(PORT)
-  console.log(JSON.stringify({} satisfies Ready))
+  console.log(JSON.stringify({ port: app.server!.port! } satisfies Ready))
 }
 
 /** Kassa's app with the writer answering at once (see the header), listening on PORT; with `hooksOnly`, answering from a last request hook. */
@@ -96,7 +102,7 @@ async function serveKassa(hooksOnly: boolean): Promise<Ready> {
   // Request hooks run in the order they were added: this one runs after all of Kassa's.
   if (hooksOnly) kassa.app.onRequest(() => new Response(ANSWER, { status: 201, headers: { 'content-type': 'application/json' } }))
   kassa.app.listen({ port: PORT })
-  return org
+  return { ...org, port: kassa.app.server!.port! }
 }
 
 /** The child's first line of output. */
@@ -117,7 +123,7 @@ async function measure(kind: string): Promise<void> {
   const server = Bun.spawn([process.execPath, ...SERVER_BUN_ARGS, import.meta.path, 'serve', kind], { stdout: 'pipe', stderr: 'inherit' })
   try {
     const ready = await readyLine(server.stdout)
-    const client = new KeepAliveClient(`http://127.0.0.1:${PORT}`)
+    const client = new KeepAliveClient(`http://127.0.0.1:${ready.port}`)
     const headers = { 'content-type': 'application/json', authorization: `Bearer ${ready.key ?? 'sk_test_floor'}` }
     const requests =
       ready.accounts === undefined
