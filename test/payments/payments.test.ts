@@ -541,6 +541,7 @@ describe('load shedding', () => {
       expect(Value.Check(ErrorBody, refused.body)).toBe(true)
       expect(refused.headers.get('retry-after')).toBe('1')
       expect(refused.headers.get('x-request-id')).toBe(refused.body.error.requestId)
+      expect(refused.headers.get('content-type')).toBe('application/json')
       // Counted against the key's window like any request: authentication and rate limiting ran first.
       expect(Number(refused.headers.get('x-ratelimit-limit'))).toBeGreaterThan(0)
       expect(refused.headers.get('x-ratelimit-remaining')).not.toBeNull()
@@ -551,6 +552,10 @@ describe('load shedding', () => {
       const malformed = await fx.call('POST', '/v1/payments/authorize', { accountId: payer, asset: 'USDC', amount: 1 })
       const oversized = await app.call('POST', '/v1/payments/authorize', { key: fx.org.testKey, headers: { 'content-type': 'application/json' }, rawBody: 'x'.repeat(runtime.config.bodyLimitBytes + 10) })
       expect([keyed.status, malformed.status, oversized.status]).toEqual([429, 429, 429])
+      // One refusal text for every shed request, but each answer names its own request.
+      const ids = [refused.body.error.requestId, keyed.body.error.requestId, malformed.body.error.requestId, oversized.body.error.requestId]
+      expect(new Set(ids).size).toBe(4)
+      expect(keyed.headers.get('x-request-id')).toBe(keyed.body.error.requestId)
 
       // What the route would refuse for the caller's key is refused for that, not shed.
       const [badKey, publishable] = await Promise.all([
