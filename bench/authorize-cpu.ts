@@ -25,6 +25,9 @@
  * 100000000, measures the decline path: every request declined with limit_exceeded and recorded),
  * AUTHCPU_SHED=1 to shed every request (needs AUTHCPU_POSTGRES=1, where shedding is on): what a
  * request costs the thread past capacity, refused 429 rate_limited before its body is read.
+ * AUTHCPU_RATE_LIMITED=1 sets the organization's limit to one request a minute once it is funded,
+ * so every request is refused 429 rate_limited by the rate limiter: what a caller past its limit
+ * costs the thread.
  *
  * Profile it:
  *   ./node_modules/.bin/bun --cpu-prof-md --cpu-prof-dir=/tmp/hotcpu bench/authorize-cpu.ts
@@ -44,6 +47,7 @@ const WITH_IDEMPOTENCY = process.env.AUTHCPU_IDEMPOTENCY === '1'
 const SKIP_WRITER = process.env.AUTHCPU_WRITER === 'skip'
 const AMOUNT = process.env.AUTHCPU_AMOUNT ?? '1.25'
 const SHED_ALL = process.env.AUTHCPU_SHED === '1'
+const RATE_LIMITED = process.env.AUTHCPU_RATE_LIMITED === '1'
 const BASE = 'http://kassa.bench'
 
 let benchDatabase: BenchDatabase | undefined
@@ -58,7 +62,17 @@ if (USE_POSTGRES) {
 const kassa = await createApp(configForTests({ rateLimitStore: 'memory', databaseUrl, webhookDelivery: false, loadShedding: SHED_ALL }), database ? { database } : {})
 const { app } = kassa
 
-const { key, accounts } = await inProcessFundedOrg(kassa, ACCOUNTS, '10000000')
+const { orgId, key, accounts } = await inProcessFundedOrg(kassa, ACCOUNTS, '10000000')
+if (RATE_LIMITED) {
+  const limited = await app.handle(
+    new Request(`${BASE}/ops/v1/orgs/${orgId}/limits`, {
+      method: 'PATCH',
+      headers: { authorization: `Bearer ${kassa.runtime.operatorToken}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ rateLimitPerMinute: 1 }),
+    }),
+  )
+  if (limited.status !== 200) throw new Error(`could not lower the organization's limit: ${limited.status} ${await limited.text()}`)
+}
 const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' }
 if (SKIP_WRITER) skipLedgerWrites(kassa)
 if (SHED_ALL) {

@@ -397,6 +397,7 @@ export interface CpuPerOperation {
 
 /** An organization made in process through `app.handle`, with its test key and funded accounts. */
 export interface InProcessOrg {
+  orgId: string
   key: string
   accounts: string[]
 }
@@ -425,7 +426,7 @@ export async function inProcessFundedOrg(kassa: Kassa, accountCount: number, amo
     accounts.push(account.id)
   }
   await kassa.runtime.ledger.drain()
-  return { key, accounts }
+  return { orgId: org.id, key, accounts }
 }
 
 /**

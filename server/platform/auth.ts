@@ -1,5 +1,6 @@
 import { Elysia } from 'elysia'
 import { ApiError } from '../lib/errors.ts'
+import { refusalResponse } from './errors.ts'
 import { timingSafeEqualStrings } from '../lib/hash.ts'
 import { pathnameOf } from '../lib/url.ts'
 import type { CachedKey, KeyType } from '../modules/orgs/key-cache.ts'
@@ -94,9 +95,12 @@ export function apiKeyAuthPlugin(runtime: Runtime) {
     set.headers['x-ratelimit-limit'] = String(decision.limit)
     set.headers['x-ratelimit-remaining'] = String(decision.remaining)
     if (!decision.allowed) {
-      throw new ApiError('rate_limited', `Rate limit of ${decision.limit} requests per minute exceeded`, {
+      // Answered here rather than thrown: a caller past its limit may send thousands of these, and
+      // each should cost as little as a refusal can (README, "Rate limits").
+      const refusal = new ApiError('rate_limited', `Rate limit of ${decision.limit} requests per minute exceeded`, {
         headers: { 'retry-after': String(decision.retryAfterSeconds) },
       })
+      return refusalResponse(refusal, request, set)
     }
     if (authenticationFailure) throw authenticationFailure
     if (key) principals.set(request, { orgId: key.orgId, keyId: key.id, keyType: key.type })

@@ -103,6 +103,20 @@ export function errorResponse(error: ApiError, requestId: string, headers: Recor
   return new Response(JSON.stringify(body), { status: error.status, headers: responseHeaders })
 }
 
+/**
+ * An error answered by a request hook itself rather than thrown to the errors plugin, for refusals
+ * given in volume past a limit (a shed authorization, a rate limit): no error hook, and the same
+ * answer as the plugin gives (its headers taken from `set`, which is emptied so Elysia does not
+ * merge them into the answer a second time). Only for errors that save no idempotent answer: the
+ * plugin's listener is not called.
+ */
+export function refusalResponse(error: ApiError, request: Request, set: { headers: Record<string, unknown> }): Response {
+  const given = set.headers['x-request-id']
+  const response = errorResponse(error, typeof given === 'string' ? given : requestIdOf(request), set.headers as Record<string, string | number>)
+  set.headers = {}
+  return response
+}
+
 export type ErrorListener = (request: Request, error: ApiError, response: Response) => Promise<void> | void
 
 /**

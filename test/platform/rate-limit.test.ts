@@ -1,8 +1,10 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { Value } from '@sinclair/typebox/value'
 import { and, eq } from 'drizzle-orm'
 import { rateLimitCounters } from '../../db/schema/index.ts'
 import { FailOpenRateLimiter, MemoryRateLimiter, PostgresRateLimiter, RATE_WINDOW_MS, type RateLimiter } from '../../server/platform/rate-limit-store.ts'
 import { refreshCachedOrg } from '../../server/modules/orgs/repo.ts'
+import { ErrorBody } from '../../server/platform/errors.ts'
 import { startTestApp, type TestApp, type TestOrg, type TestResponse } from '../support/app.ts'
 
 /**
@@ -45,6 +47,10 @@ function expectRateLimited(response: TestResponse, limit: number): void {
   expect(response.headers.get('retry-after')).toMatch(/^[1-9]\d*$/)
   expect(response.headers.get('x-ratelimit-limit')).toBe(String(limit))
   expect(response.headers.get('x-ratelimit-remaining')).toBe('0')
+  // Answered by the rate-limit hook itself, in the same shape as every error.
+  expect(Value.Check(ErrorBody, response.body)).toBe(true)
+  expect(response.headers.get('content-type')).toBe('application/json')
+  expect(response.headers.get('x-request-id')).toBe(response.body.error.requestId)
 }
 
 describe('rate limits per key and per source', () => {

@@ -7,7 +7,7 @@ import { idempotencyKeyOf, requestHashOf, type IdempotencyStore, type InlineIdem
 import { principalOf } from '../../platform/auth.ts'
 import { pathnameOf } from '../../lib/url.ts'
 import { apiDoc } from '../../platform/openapi.ts'
-import { errorResponse, requestIdOf } from '../../platform/errors.ts'
+import { refusalResponse } from '../../platform/errors.ts'
 import { histogramSchema } from '../../ledger/ops-routes.ts'
 import type { Runtime } from '../../runtime.ts'
 import { AuthorizePaymentBody, CapturePaymentBody, ListPaymentsQuery, Payment, PaymentList } from './model.ts'
@@ -40,12 +40,8 @@ export function authorizationShedPlugin(runtime: Runtime) {
     const principal = principalOf(request)
     if (principal === undefined || principal.keyType === 'publishable') return
     if (!shedder.shouldShed()) return
-    // Answered here rather than thrown to the errors plugin: no stack trace, no error hook, one
-    // Response (its headers taken from `set`, which is emptied so Elysia does not merge them again).
-    const given = set.headers['x-request-id']
-    const response = errorResponse(SHED_REFUSAL, typeof given === 'string' ? given : requestIdOf(request), set.headers as Record<string, string | number>)
-    set.headers = {}
-    return response
+    // Answered here rather than thrown to the errors plugin: no stack trace, no error hook.
+    return refusalResponse(SHED_REFUSAL, request, set)
   })
 }
 
