@@ -1,6 +1,6 @@
 import { Elysia } from 'elysia'
 import { ApiError } from '../lib/errors.ts'
-import { refusalResponse } from './errors.ts'
+import { errorAnswer } from './errors.ts'
 import { timingSafeEqualStrings } from '../lib/hash.ts'
 import { pathnameOf } from '../lib/url.ts'
 import type { CachedKey, KeyType } from '../modules/orgs/key-cache.ts'
@@ -100,7 +100,7 @@ export function apiKeyAuthPlugin(runtime: Runtime) {
       const refusal = new ApiError('rate_limited', `Rate limit of ${decision.limit} requests per minute exceeded`, {
         headers: { 'retry-after': String(decision.retryAfterSeconds) },
       })
-      return refusalResponse(refusal, request, set)
+      return errorAnswer(refusal, request, set)
     }
     if (authenticationFailure) throw authenticationFailure
     if (key) principals.set(request, { orgId: key.orgId, keyId: key.id, keyType: key.type })

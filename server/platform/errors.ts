@@ -103,16 +103,21 @@ export function errorResponse(error: ApiError, requestId: string, headers: Recor
   return new Response(JSON.stringify(body), { status: error.status, headers: responseHeaders })
 }
 
-/**
- * An error answered by a request hook itself rather than thrown to the errors plugin, for refusals
- * given in volume past a limit (a shed authorization, a rate limit): no error hook, and the same
- * answer as the plugin gives (its headers taken from `set`, which is emptied so Elysia does not
- * merge them into the answer a second time). Only for errors that save no idempotent answer: the
- * plugin's listener is not called.
- */
-export function refusalResponse(error: ApiError, request: Request, set: { headers: Record<string, unknown> }): Response {
+/** The request's id: the one the errors plugin's request hook put in `set`, else one kept for the request. */
+function requestIdIn(request: Request, set: { headers: Record<string, unknown> }): string {
   const given = set.headers['x-request-id']
-  const response = errorResponse(error, typeof given === 'string' ? given : requestIdOf(request), set.headers as Record<string, string | number>)
+  return typeof given === 'string' ? given : requestIdOf(request)
+}
+
+/**
+ * An error's answer, with the headers `set` holds (request id, rate headers), which is emptied so
+ * Elysia does not merge them into the answer a second time. The errors plugin answers every thrown
+ * error so; request hooks that refuse in volume (a shed authorization, a rate limit) call it
+ * themselves instead of throwing, which spares the error's stack trace and the plugin's error hook
+ * (its listener saves idempotent answers, and such a refusal never holds a claim).
+ */
+export function errorAnswer(error: ApiError, request: Request, set: { headers: Record<string, unknown> }, requestId = requestIdIn(request, set)): Response {
+  const response = errorResponse(error, requestId, set.headers as Record<string, string | number>)
   set.headers = {}
   return response
 }
@@ -132,13 +137,12 @@ export function errorsPlugin(options: { onErrorResponse?: ErrorListener } = {}) 
     })
     .onError({ as: 'global' }, async ({ code, error, request, set }) => {
       const apiError = toApiError(code, error)
-      const given = set.headers['x-request-id']
-      const requestId = typeof given === 'string' ? given : requestIdOf(request)
+      const requestId = requestIdIn(request, set)
       if (apiError.code === 'internal') {
         const kind = error instanceof AssertionError ? 'assertion failed' : 'unexpected error'
         console.error(`[${requestId}] ${kind}:`, error)
       }
-      const response = errorResponse(apiError, requestId, set.headers as Record<string, string | number>)
+      const response = errorAnswer(apiError, request, set as { headers: Record<string, unknown> }, requestId)
       await options.onErrorResponse?.(request, apiError, response)
       return response
     })

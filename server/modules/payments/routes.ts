@@ -7,7 +7,7 @@ import { idempotencyKeyOf, requestHashOf, type IdempotencyStore, type InlineIdem
 import { principalOf } from '../../platform/auth.ts'
 import { pathnameOf } from '../../lib/url.ts'
 import { apiDoc } from '../../platform/openapi.ts'
-import { refusalResponse } from '../../platform/errors.ts'
+import { errorAnswer } from '../../platform/errors.ts'
 import { histogramSchema } from '../../ledger/ops-routes.ts'
 import type { Runtime } from '../../runtime.ts'
 import { AuthorizePaymentBody, CapturePaymentBody, ListPaymentsQuery, Payment, PaymentList } from './model.ts'
@@ -41,7 +41,7 @@ export function authorizationShedPlugin(runtime: Runtime) {
     if (principal === undefined || principal.keyType === 'publishable') return
     if (!shedder.shouldShed()) return
     // Answered here rather than thrown to the errors plugin: no stack trace, no error hook.
-    return refusalResponse(SHED_REFUSAL, request, set)
+    return errorAnswer(SHED_REFUSAL, request, set)
   })
 }
 
