@@ -21,11 +21,16 @@ export interface ServerProcess {
  * Starts the real server (`bun server/main.ts`) on a free loopback port with `env` on top of this
  * process's environment, and resolves once it prints where it listens. stdout and stderr are
  * drained for the whole life of the child, so it never blocks on a full pipe.
+ *
+ * Load shedding is off unless `env` turns it on (`LOAD_SHEDDING`), as for every other test: these
+ * servers test durability across crashes and outages, on a CI machine busy with other test files,
+ * where a late event loop would otherwise shed some of their authorizations with 429 (seen once in
+ * CI in the payments crash test). Shedding has its own tests.
  */
 export async function startServerProcess(env: Record<string, string>): Promise<ServerProcess> {
   const child = Bun.spawn([BUN, 'server/main.ts'], {
     cwd: REPO_ROOT,
-    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', ...env },
+    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOAD_SHEDDING: 'false', ...env },
     stdin: 'ignore',
     stdout: 'pipe',
     stderr: 'pipe',
