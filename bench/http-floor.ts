@@ -28,7 +28,7 @@
  *   HTTP_FLOOR_SERVERS=bun,kassa-hooks,kassa HTTP_FLOOR_RATE=8000 ./node_modules/.bin/bun bench/http-floor.ts
  */
 import { KeepAliveClient, type HttpAnswer } from './http-client.ts'
-import { inProcessFundedOrg, paced, processCpuMs, skipLedgerWrites } from './support.ts'
+import { inProcessFundedOrg, paced, processCpuMs, processStat, skipLedgerWrites } from './support.ts'
 
 const DURATION_MS = Number(process.env.HTTP_FLOOR_DURATION_MS ?? 6000)
 const CONNECTIONS = Number(process.env.HTTP_FLOOR_CONNECTIONS ?? 128)
@@ -159,12 +159,14 @@ async function measure(kind: string): Promise<void> {
     }
     await Bun.sleep(2000)
     const serverBefore = processCpuMs(server.pid)
+    const statBefore = processStat(server.pid)
     const mainBefore = processCpuMs(`${server.pid}/task/${server.pid}`)
     const generatorBefore = process.cpuUsage()
     const answeredBefore = answered
     const startedAt = performance.now()
     await Bun.sleep(DURATION_MS)
     const serverMs = processCpuMs(server.pid) - serverBefore
+    const statAfter = processStat(server.pid)
     const mainMs = processCpuMs(`${server.pid}/task/${server.pid}`) - mainBefore
     const generator = process.cpuUsage(generatorBefore)
     const count = answered - answeredBefore
@@ -175,6 +177,9 @@ async function measure(kind: string): Promise<void> {
     const perRequest = (ms: number) => ((ms * 1000) / count).toFixed(1)
     console.log(
       `${kind.padEnd(11)} ${Math.round((count * 1000) / elapsedMs)} requests/s | server ${perRequest(serverMs)} µs per request (main thread ${perRequest(mainMs)}) | generator ${((generator.user + generator.system) / count).toFixed(1)} µs per request`,
+    )
+    console.log(
+      `${''.padEnd(11)} server: user ${perRequest(statAfter.userMs - statBefore.userMs)} µs, system ${perRequest(statAfter.systemMs - statBefore.systemMs)} µs, minor page faults ${((statAfter.minorFaults - statBefore.minorFaults) / count).toFixed(2)} per request`,
     )
     for (const [answer, times] of other) console.log(`       not an approval, ${times} times: ${answer}`)
   } finally {

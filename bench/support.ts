@@ -286,6 +286,17 @@ export function mainThreadCpuMs(): number {
   return statCpuMs(`/proc/${process.pid}/task/${process.pid}/stat`)
 }
 
+/** A process' user and system CPU time (ms) and minor page faults so far, from /proc; zeros once it is gone. */
+export function processStat(pid: number | string): { userMs: number; systemMs: number; minorFaults: number } {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+    return { userMs: Number(fields[11]) * TICK_MS, systemMs: Number(fields[12]) * TICK_MS, minorFaults: Number(fields[7]) }
+  } catch {
+    return { userMs: 0, systemMs: 0, minorFaults: 0 }
+  }
+}
+
 function statCpuMs(path: string): number {
   try {
     const stat = readFileSync(path, 'utf8')
