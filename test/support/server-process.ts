@@ -41,24 +41,27 @@ export async function startServerProcess(env: Record<string, string>): Promise<S
     const decoder = new TextDecoder()
     for await (const chunk of child.stderr) chunks.push(decoder.decode(chunk))
   })()
-  const listening = (async () => {
-    const decoder = new TextDecoder()
-    let text = ''
-    for await (const chunk of child.stdout) {
-      const piece = decoder.decode(chunk)
-      chunks.push(piece)
-      text += piece
-      const match = /listening on (http:\/\/[\d.]+:\d+)/.exec(text)
-      if (match) {
-        // Keep draining stdout after the start line.
-        void (async () => {
-          for await (const rest of child.stdout) chunks.push(decoder.decode(rest))
-        })().catch(() => {})
-        return match[1]!
+  // One reader for the child's whole life: leaving a `for await` early would cancel the stream, and
+  // what the server prints after its start line (and its writes) would be lost.
+  const listening = new Promise<string>((resolveListening, rejectListening) => {
+    void (async () => {
+      const decoder = new TextDecoder()
+      let found = false
+      let text = ''
+      for await (const chunk of child.stdout) {
+        const piece = decoder.decode(chunk)
+        chunks.push(piece)
+        if (found) continue
+        text += piece
+        const match = /listening on (http:\/\/[\d.]+:\d+)/.exec(text)
+        if (match) {
+          found = true
+          resolveListening(match[1]!)
+        }
       }
-    }
-    throw new Error(`the server exited before listening:\n${output()}`)
-  })()
+      if (!found) rejectListening(new Error(`the server exited before listening:\n${output()}`))
+    })().catch(rejectListening)
+  })
   let timer: ReturnType<typeof setTimeout> | undefined
   const timeout = new Promise<never>((_, reject) => {
     timer = setTimeout(() => reject(new Error(`the server did not start within ${START_TIMEOUT_MS} ms:\n${output()}`)), START_TIMEOUT_MS)
