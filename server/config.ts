@@ -48,6 +48,14 @@ export interface Config {
    * test turns it on.
    */
   loadShedding: boolean
+  /**
+   * The request thread first (`REQUEST_THREAD_FIRST`, on by default; Linux): the server process's
+   * other threads (the engine's compilers, collector helpers, the allocator's scavenger) at the
+   * lowest priority and a short scheduler slice for the main thread, which serves every request
+   * (`server/platform/thread-priority.ts`). Applied by `server/main.ts` only, never to a test's
+   * own process.
+   */
+  requestThreadFirst: boolean
   /** Largest number of connections the postgres.js pool opens. */
   databasePoolMax: number
   logRequests: boolean
@@ -176,6 +184,7 @@ export function loadConfig(env: Environment = process.env): Config {
     ledgerPipelineDepth: readInteger(env, 'LEDGER_PIPELINE_DEPTH', 2, 1, 16),
     ledgerPipelineMinOperations: readInteger(env, 'LEDGER_PIPELINE_MIN_OPERATIONS', 32, 1, 256),
     loadShedding: readBoolean(env, 'LOAD_SHEDDING', true),
+    requestThreadFirst: readBoolean(env, 'REQUEST_THREAD_FIRST', true),
     databasePoolMax: readInteger(env, 'DATABASE_POOL_MAX', 10, 1, 200),
     logRequests: readBoolean(env, 'LOG_REQUESTS', false),
     screeningBlocklist: readBlocklist(env),
@@ -216,6 +225,7 @@ export function configForTests(overrides: Partial<Config> = {}): Config {
     ledgerPipelineDepth: 2,
     ledgerPipelineMinOperations: 1,
     loadShedding: false,
+    requestThreadFirst: false,
     databasePoolMax: 10,
     logRequests: false,
     screeningBlocklist: [],

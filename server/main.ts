@@ -1,5 +1,6 @@
 import { installPostgresDriverPatch } from '../db/postgres-driver-patch.ts'
 import { ConfigError, loadConfig } from './config.ts'
+import { requestThreadFirst } from './platform/thread-priority.ts'
 
 // Before anything loads the postgres.js driver: it must be loaded with its crash guard.
 installPostgresDriverPatch()
@@ -23,8 +24,11 @@ async function main(): Promise<void> {
     `kassa ${config.serviceEnv} listening on http://${server.hostname}:${server.port} ` +
       `(database: ${config.databaseUrl ? 'postgres' : `embedded at ${config.dataDir}`})`,
   )
+  const priority = config.requestThreadFirst ? await requestThreadFirst() : undefined
+  console.log(`kassa: request thread first: ${priority ? priority.summary : 'off (REQUEST_THREAD_FIRST=false)'}`)
   const shutdown = async (signal: string) => {
     console.log(`kassa: ${signal}, shutting down`)
+    priority?.stop()
     await kassa.close()
     process.exit(0)
   }
