@@ -1,4 +1,4 @@
-import { readdirSync } from 'node:fs'
+import { readdirSync, readFileSync } from 'node:fs'
 import { getPriority, setPriority } from 'node:os'
 
 /**
@@ -45,7 +45,11 @@ type SetAttributes = (tid: number, nice: number, sliceNs: number) => boolean
 export async function requestThreadFirst(): Promise<ThreadPriority> {
   if (process.platform !== 'linux') return { summary: 'unchanged (not Linux)', lowered: 0, stop: () => {} }
   const setAttributes = await loadSchedSetattr()
-  const sliced = typeof setAttributes === 'function' && setAttributes(0, getPriority(), REQUEST_THREAD_SLICE_NS)
+  const accepted = typeof setAttributes === 'function' && setAttributes(0, getPriority(), REQUEST_THREAD_SLICE_NS)
+  // A kernel before custom slices (6.12) accepts the call and keeps its own slice: read it back
+  // where the kernel shows it.
+  const shown = shownSliceNs()
+  const sliced = accepted && (shown === undefined || shown === REQUEST_THREAD_SLICE_NS)
   const lowered = new Set<number>()
   const refused = new Set<number>()
   const lower = (tid: number) => {
@@ -75,13 +79,24 @@ export async function requestThreadFirst(): Promise<ThreadPriority> {
   scan()
   const timer = setInterval(scan, RESCAN_MS)
   timer.unref()
-  const slice = sliced ? `the main thread's scheduler slice ${REQUEST_THREAD_SLICE_NS / 1000} µs` : `the main thread's slice unchanged (${typeof setAttributes === 'string' ? setAttributes : 'sched_setattr refused'})`
+  const why = typeof setAttributes === 'string' ? setAttributes : accepted ? `this kernel keeps its own, ${shown} ns` : 'sched_setattr refused'
+  const slice = sliced ? `the main thread's scheduler slice ${REQUEST_THREAD_SLICE_NS / 1000} µs` : `the main thread's slice unchanged (${why})`
   return {
     summary: `${slice}; the process's other threads at nice ${BACKGROUND_THREAD_NICE}`,
     get lowered() {
       return lowered.size
     },
     stop: () => clearInterval(timer),
+  }
+}
+
+/** The main thread's slice (ns) as the kernel shows it in `/proc` (`se.slice`), where it does. */
+function shownSliceNs(): number | undefined {
+  try {
+    const match = /^se\.slice\s*:\s*(\d+)/m.exec(readFileSync(`/proc/self/task/${process.pid}/sched`, 'utf8'))
+    return match ? Number(match[1]) : undefined
+  } catch {
+    return undefined
   }
 }
 
