@@ -25,8 +25,6 @@ import { getPriority, setPriority } from 'node:os'
 export interface ThreadPriority {
   /** What was done, for the log line at start. */
   readonly summary: string
-  /** Threads put at the lowest priority so far. */
-  readonly lowered: number
   stop(): void
 }
 
@@ -43,7 +41,7 @@ const SCHED_SETATTR: Partial<Record<string, bigint>> = { x64: 314n, arm64: 274n 
 type SetAttributes = (tid: number, nice: number, sliceNs: number) => boolean
 
 export async function requestThreadFirst(): Promise<ThreadPriority> {
-  if (process.platform !== 'linux') return { summary: 'unchanged (not Linux)', lowered: 0, stop: () => {} }
+  if (process.platform !== 'linux') return { summary: 'unchanged (not Linux)', stop: () => {} }
   const setAttributes = await loadSchedSetattr()
   const accepted = typeof setAttributes === 'function' && setAttributes(0, getPriority(), REQUEST_THREAD_SLICE_NS)
   // A kernel before custom slices (6.12) accepts the call and keeps its own slice: read it back
@@ -81,13 +79,7 @@ export async function requestThreadFirst(): Promise<ThreadPriority> {
   timer.unref()
   const why = typeof setAttributes === 'string' ? setAttributes : accepted ? `this kernel keeps its own, ${shown} ns` : 'sched_setattr refused'
   const slice = sliced ? `the main thread's scheduler slice ${REQUEST_THREAD_SLICE_NS / 1000} µs` : `the main thread's slice unchanged (${why})`
-  return {
-    summary: `${slice}; the process's other threads at nice ${BACKGROUND_THREAD_NICE}`,
-    get lowered() {
-      return lowered.size
-    },
-    stop: () => clearInterval(timer),
-  }
+  return { summary: `${slice}; the process's other threads at nice ${BACKGROUND_THREAD_NICE}`, stop: () => clearInterval(timer) }
 }
 
 /** The main thread's slice (ns) as the kernel shows it in `/proc` (`se.slice`), where it does. */
