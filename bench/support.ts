@@ -288,22 +288,22 @@ export function mainThreadCpuMs(): number {
 
 /** A process' user and system CPU time (ms) and minor page faults so far, from /proc; zeros once it is gone. */
 export function processStat(pid: number | string): { userMs: number; systemMs: number; minorFaults: number } {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-    return { userMs: Number(fields[11]) * TICK_MS, systemMs: Number(fields[12]) * TICK_MS, minorFaults: Number(fields[7]) }
-  } catch {
-    return { userMs: 0, systemMs: 0, minorFaults: 0 }
-  }
+  return statOf(`/proc/${pid}/stat`)
 }
 
 function statCpuMs(path: string): number {
+  const { userMs, systemMs } = statOf(path)
+  return userMs + systemMs
+}
+
+/** The CPU times and minor faults of a /proc `stat` file (fields after the name, which may hold spaces); zeros once it is gone. */
+function statOf(path: string): { userMs: number; systemMs: number; minorFaults: number } {
   try {
     const stat = readFileSync(path, 'utf8')
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-    return (Number(fields[11]) + Number(fields[12])) * TICK_MS
+    return { userMs: Number(fields[11]) * TICK_MS, systemMs: Number(fields[12]) * TICK_MS, minorFaults: Number(fields[7]) }
   } catch {
-    return 0 // gone meanwhile
+    return { userMs: 0, systemMs: 0, minorFaults: 0 } // gone meanwhile
   }
 }
 
