@@ -23,20 +23,23 @@ export interface BenchDatabase {
   drop(): Promise<void>
 }
 
+/** The port of the Postgres server at SERVER_URL (its socket file in a socket folder is named by it too). */
+const SERVER_PORT = new URL(SERVER_URL).port || '5432'
+
 /**
  * Where the benchmarked server reaches Postgres: its Unix socket when the server runs on this host
- * (the default when the socket exists; BENCH_PG_SOCKET names another folder), or TCP to
- * 127.0.0.1:5432 with BENCH_PG_SOCKET set empty.
+ * (the default when the socket of SERVER_URL's port exists; BENCH_PG_SOCKET names another folder),
+ * or TCP to SERVER_URL's host and port with BENCH_PG_SOCKET set empty.
  */
 export function benchSocketFolder(): string | undefined {
   const configured = process.env.BENCH_PG_SOCKET
   if (configured !== undefined) return configured === '' ? undefined : configured
-  return existsSync('/var/run/postgresql/.s.PGSQL.5432') ? '/var/run/postgresql' : undefined
+  return existsSync(`/var/run/postgresql/.s.PGSQL.${SERVER_PORT}`) ? '/var/run/postgresql' : undefined
 }
 
 export function benchTransport(): string {
   const folder = benchSocketFolder()
-  return folder === undefined ? 'TCP to 127.0.0.1:5432' : `its Unix socket in ${folder}`
+  return folder === undefined ? `TCP to ${new URL(SERVER_URL).host}` : `its Unix socket in ${folder} (port ${SERVER_PORT})`
 }
 
 /** A fresh database on the Postgres server, dropped afterwards. */
@@ -50,7 +53,7 @@ export async function createBenchDatabase(label: string): Promise<BenchDatabase>
   const socketFolder = benchSocketFolder()
   return {
     url: url.toString(),
-    serverEnv: { DATABASE_URL: socketFolder ? `postgres://${url.username}@localhost/${name}?host=${socketFolder}` : url.toString() },
+    serverEnv: { DATABASE_URL: socketFolder ? `postgres://${url.username}@localhost:${SERVER_PORT}/${name}?host=${socketFolder}` : url.toString() },
     async drop() {
       const cleanup = postgres(SERVER_URL, { max: 1, onnotice: () => {} })
       await cleanup.unsafe(`drop database if exists "${name}" with (force)`)
