@@ -7,7 +7,7 @@ import type { AssetCode } from '../modules/assets/catalog.ts'
 import { AccountDirectory } from './accounts.ts'
 import { assertZeroSum, deltasOf, HotBalances, type HotBalance } from './hot-balances.ts'
 import { assertReservationRecord } from './journal.ts'
-import { PendingHolds } from './pending-holds.ts'
+import { newPendingHold, PendingHolds } from './pending-holds.ts'
 import { DEFAULT_ASSET_POLICIES, type AssetPolicy } from './policy.ts'
 import { GroupCommitWriter, type LedgerOperation } from './writer.ts'
 
@@ -84,16 +84,18 @@ export class Ledger {
       this.balances.load({ orgId, accountId, asset, kind, available, held, inFlight, total })
     }
     for (const row of await this.db.select().from(holds).where(eq(holds.state, 'pending'))) {
-      this.pendingHolds.set(row.id, {
-        id: row.id,
-        orgId: row.orgId,
-        accountId: row.accountId,
-        asset: row.asset,
-        amountMinor: row.amount,
-        expiresAtMs: row.expiresAt.getTime(),
-        createdAtMs: row.createdAt.getTime(),
-        closing: false,
-      })
+      this.pendingHolds.set(
+        row.id,
+        newPendingHold({
+          id: row.id,
+          orgId: row.orgId,
+          accountId: row.accountId,
+          asset: row.asset,
+          amountMinor: row.amount,
+          expiresAtMs: row.expiresAt.getTime(),
+          createdAtMs: row.createdAt.getTime(),
+        }),
+      )
     }
   }
 

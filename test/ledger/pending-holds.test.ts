@@ -1,6 +1,6 @@
 import { describe, expect, test } from 'bun:test'
 import type { PendingHold } from '../../server/ledger/ledger.ts'
-import { PendingHolds } from '../../server/ledger/pending-holds.ts'
+import { newPendingHold, PendingHolds } from '../../server/ledger/pending-holds.ts'
 
 let counter = 0
 function hold(orgId: string, expiresAtMs: number): PendingHold {
@@ -78,5 +78,49 @@ describe('pending holds with an expiry index', () => {
     expect(holds.due(() => 24_989, 100)).toEqual([])
     expect(holds.due(() => 24_995, 100)).toEqual(entries.slice(-10, -4))
     expect(holds.due(() => 30_000, 100)).toEqual(entries.slice(-10))
+  })
+})
+
+describe('a pending hold as memory keeps it', () => {
+  const fields = { id: 'hold_0199aa00bb11cc22dd33ee44ff556677', orgId: 'org_1', accountId: 'acct_1', asset: 'USDC', expiresAtMs: 86_400_000, createdAtMs: 0 }
+
+  test('gives back its amount as set, within and beyond the integers a number holds exactly', () => {
+    for (const amountMinor of [0n, 1n, 1_250_000n, BigInt(Number.MAX_SAFE_INTEGER), BigInt(Number.MAX_SAFE_INTEGER) + 1n, 10n ** 37n, -5n]) {
+      const kept = newPendingHold({ ...fields, amountMinor })
+      expect(kept.amountMinor).toBe(amountMinor)
+      expect(typeof kept.amountMinor).toBe('bigint')
+    }
+  })
+
+  test('gives back its owner as set: one whose id follows the hold\'s, one that does not, none, and one set later', () => {
+    const owned = newPendingHold({ ...fields, amountMinor: 1n, ownerId: 'pay_0199aa00bb11cc22dd33ee44ff556677' })
+    expect(owned.ownerId).toBe('pay_0199aa00bb11cc22dd33ee44ff556677')
+    // A hold made before payments recorded their own holds has an id of its own.
+    const legacy = newPendingHold({ ...fields, amountMinor: 1n, ownerId: 'pay_0199ffffffffffffffffffffffffffff' })
+    expect(legacy.ownerId).toBe('pay_0199ffffffffffffffffffffffffffff')
+    // Same length and suffix as the hold's but for where the kind ends: not the same id after the kind.
+    const shifted = newPendingHold({ ...fields, id: 'hold_ab_cd', amountMinor: 1n, ownerId: 'pay_b_cd' })
+    expect(shifted.ownerId).toBe('pay_b_cd')
+    const none = newPendingHold({ ...fields, amountMinor: 1n })
+    expect(none.ownerId).toBeUndefined()
+    none.ownerId = 'pay_0199aa00bb11cc22dd33ee44ff556677'
+    expect(none.ownerId).toBe('pay_0199aa00bb11cc22dd33ee44ff556677')
+    none.ownerId = undefined
+    expect(none.ownerId).toBeUndefined()
+  })
+
+  test('starts neither closing nor expiring, and keeps what is set on it', () => {
+    const kept = newPendingHold({ ...fields, amountMinor: 7n, ownerId: 'pay_0199aa00bb11cc22dd33ee44ff556677' })
+    expect(kept.closing).toBe(false)
+    expect(kept.expiring).toBeUndefined()
+    expect(kept.ownerDurable).toBeUndefined()
+    kept.closing = true
+    kept.expiring = true
+    kept.ownerDurable = true
+    expect([kept.closing, kept.expiring, kept.ownerDurable]).toEqual([true, true, true])
+    expect([kept.id, kept.orgId, kept.accountId, kept.asset, kept.expiresAtMs, kept.createdAtMs]).toEqual([fields.id, 'org_1', 'acct_1', 'USDC', 86_400_000, 0])
+    const holds = new PendingHolds()
+    holds.set(kept.id, kept)
+    expect(holds.get(kept.id)).toBe(kept)
   })
 })

@@ -2,6 +2,7 @@ import { assertCanSend } from '../../ledger/accounts.ts'
 import { eventRow } from '../../ledger/events.ts'
 import type { Posting } from '../../ledger/hot-balances.ts'
 import type { PendingHold } from '../../ledger/ledger.ts'
+import { newPendingHold } from '../../ledger/pending-holds.ts'
 import type { HoldRow, LedgerOperation } from '../../ledger/writer.ts'
 import { notFound } from '../../lib/errors.ts'
 import { logFailure } from '../../lib/log.ts'
@@ -71,7 +72,7 @@ export async function createHold(runtime: Runtime, orgId: string, input: CreateH
   const account = await runtime.ledger.accounts.require(orgId, input.accountId, 'accountId')
   assertCanSend(account, 'accountId')
   const now = runtime.clock.now(orgId)
-  const hold: PendingHold = {
+  const hold = newPendingHold({
     id: newId('hold'),
     orgId,
     accountId: account.id,
@@ -79,8 +80,7 @@ export async function createHold(runtime: Runtime, orgId: string, input: CreateH
     amountMinor,
     expiresAtMs: now.getTime() + input.expiresInSeconds * 1000,
     createdAtMs: now.getTime(),
-    closing: false,
-  }
+  })
   const row = holdRow(hold, 'pending', null)
   const postings: Posting[] = [
     { accountId: account.id, kind: 'customer', bucket: 'available', asset: info.asset, amountMinor: -amountMinor },

@@ -2,6 +2,7 @@ import { eventRow } from '../../ledger/events.ts'
 import { SYSTEM_ACCOUNTS, deltasOf, type Posting } from '../../ledger/hot-balances.ts'
 import type { AccountEntry } from '../../ledger/accounts.ts'
 import type { PendingHold } from '../../ledger/ledger.ts'
+import { newPendingHold } from '../../ledger/pending-holds.ts'
 import { CommitFailedError, IdempotencyKeyTaken, OperationWithdrawn, type IdempotencyAnswer, type LedgerOperation, type PaymentRow } from '../../ledger/writer.ts'
 import { ApiError, invalid, notFound } from '../../lib/errors.ts'
 import { logFailure } from '../../lib/log.ts'
@@ -163,18 +164,20 @@ export async function startPayments(runtime: Runtime): Promise<void> {
       continue
     }
     if (payment.holdId !== ownedHoldId(payment.id) || payment.amount === null || payment.expiresAt === null) continue
-    runtime.ledger.pendingHolds.set(payment.holdId, {
-      id: payment.holdId,
-      orgId: payment.orgId,
-      accountId: payment.accountId,
-      asset: payment.asset,
-      amountMinor: payment.amount,
-      expiresAtMs: payment.expiresAt.getTime(),
-      createdAtMs: payment.createdAt.getTime(),
-      closing: false,
-      ownerId: payment.id,
-      ownerDurable: true,
-    })
+    runtime.ledger.pendingHolds.set(
+      payment.holdId,
+      newPendingHold({
+        id: payment.holdId,
+        orgId: payment.orgId,
+        accountId: payment.accountId,
+        asset: payment.asset,
+        amountMinor: payment.amount,
+        expiresAtMs: payment.expiresAt.getTime(),
+        createdAtMs: payment.createdAt.getTime(),
+        ownerId: payment.id,
+        ownerDurable: true,
+      }),
+    )
   }
   onOwnedHoldLookup(runtime, (orgId, holdId) => paymentHold(runtime, orgId, holdId))
   onHoldExpiry(runtime, async (holds) => {
@@ -433,7 +436,7 @@ function newPaymentRow(orgId: string, input: AuthorizePaymentInput, info: AssetI
 /** The reservation: decided and applied to memory in this synchronous step, committed by the writer. */
 function reserve(runtime: Runtime, payment: PaymentRow, info: AssetInfo, amountMinor: bigint, account: AccountEntry, now: Date, context: AuthorizeContext, deadline: number) {
   const externalId = account.externalId
-  const hold: PendingHold = {
+  const hold = newPendingHold({
     // The payment's row records the hold: no row of `holds` is written for it.
     id: ownedHoldId(payment.id),
     orgId: payment.orgId,
@@ -443,9 +446,8 @@ function reserve(runtime: Runtime, payment: PaymentRow, info: AssetInfo, amountM
     amountMinor,
     expiresAtMs: now.getTime() + AUTHORIZATION_LIFETIME_MS,
     createdAtMs: now.getTime(),
-    closing: false,
     ownerId: payment.id,
-  }
+  })
   const authorized: PaymentRow = { ...payment, holdId: hold.id, expiresAt: new Date(hold.expiresAtMs) }
   // One view serves the answer, the event's amount and expiry, and (as the same text) the saved idempotent answer.
   const view = toPaymentView(authorized)
