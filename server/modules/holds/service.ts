@@ -14,7 +14,7 @@ import { assertWithinLimits } from '../transfers/fees.ts'
 import { executeTransfer } from '../transfers/service.ts'
 import type { CaptureHoldInput, CreateHoldInput, HoldView } from './model.ts'
 import type { HoldRecord } from './repo.ts'
-import { closingHooks, findHoldRecord, holdRowsToWrite, requirePendingHold, takePendingHold } from './state.ts'
+import { closingHooks, findHoldRecord, holdRowsToWrite, releasePostings, requirePendingHold, takePendingHold } from './state.ts'
 
 /** How often the expiry sweep looks for holds past their expiry on their organization's clock. */
 const EXPIRY_SWEEP_INTERVAL_MS = 250
@@ -150,10 +150,7 @@ function closingOperation(runtime: Runtime, hold: PendingHold, state: 'released'
     movementKind: state === 'released' ? 'hold_release' : 'hold_expiry',
     reference: hold.id,
     createdAt: now,
-    postings: [
-      { accountId: hold.accountId, kind: 'customer', bucket: 'held', asset: hold.asset, amountMinor: -hold.amountMinor },
-      { accountId: hold.accountId, kind: 'customer', bucket: 'available', asset: hold.asset, amountMinor: hold.amountMinor },
-    ],
+    postings: releasePostings(hold),
     holds: holdRowsToWrite(hold, row),
     events: [eventRow(hold.orgId, `hold.${state}`, holdEventData(hold), now)],
     ...closingHooks(runtime, hold, state === 'expired'),

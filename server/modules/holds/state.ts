@@ -1,3 +1,4 @@
+import type { Posting } from '../../ledger/hot-balances.ts'
 import type { PendingHold } from '../../ledger/ledger.ts'
 import type { HoldRow } from '../../ledger/writer.ts'
 import { ApiError } from '../../lib/errors.ts'
@@ -21,6 +22,15 @@ export function ownerOfHoldId(holdId: string, ownerKind: string): string | undef
   if (!holdId.startsWith('hold_')) return undefined
   const ownerId = `${ownerKind}_${holdId.slice('hold_'.length)}`
   return ownedHoldId(ownerId) === holdId ? ownerId : undefined
+}
+
+/** A hold's whole amount from held back to available: its release or its lapse. */
+export function releasePostings(hold: PendingHold): Posting[] {
+  const amountMinor = hold.amountMinor
+  return [
+    { accountId: hold.accountId, kind: 'customer', bucket: 'held', asset: hold.asset, amountMinor: -amountMinor },
+    { accountId: hold.accountId, kind: 'customer', bucket: 'available', asset: hold.asset, amountMinor },
+  ]
 }
 
 /** False for a hold whose owner's row is its record (see `ownedHoldId`). */

@@ -14,7 +14,7 @@ import type { Runtime } from '../../runtime.ts'
 import { findAsset, type AssetInfo } from '../assets/catalog.ts'
 import { holdRow, onHoldExpiry } from '../holds/service.ts'
 import type { HoldRecord } from '../holds/repo.ts'
-import { closingHooks, holdRowsToWrite, onOwnedHoldLookup, ownedHoldId, ownerOfHoldId, takePendingHold } from '../holds/state.ts'
+import { closingHooks, holdRowsToWrite, onOwnedHoldLookup, ownedHoldId, ownerOfHoldId, releasePostings, takePendingHold } from '../holds/state.ts'
 import { assertWithinLimits } from '../transfers/fees.ts'
 import { type AuthorizePaymentInput, type CapturePaymentInput, type FailureCode, type PaymentView } from './model.ts'
 import * as repo from './repo.ts'
@@ -480,9 +480,10 @@ function reserve(runtime: Runtime, payment: PaymentRow, info: AssetInfo, amountM
 
 /** An authorization's reservation: its amount from available to held. */
 function reservationPostings(hold: PendingHold): Posting[] {
+  const amountMinor = hold.amountMinor
   return [
-    { accountId: hold.accountId, kind: 'customer', bucket: 'available', asset: hold.asset, amountMinor: -hold.amountMinor },
-    { accountId: hold.accountId, kind: 'customer', bucket: 'held', asset: hold.asset, amountMinor: hold.amountMinor },
+    { accountId: hold.accountId, kind: 'customer', bucket: 'available', asset: hold.asset, amountMinor: -amountMinor },
+    { accountId: hold.accountId, kind: 'customer', bucket: 'held', asset: hold.asset, amountMinor },
   ]
 }
 
@@ -658,10 +659,7 @@ function submitClose(runtime: Runtime, hold: PendingHold, payment: PaymentRow, e
     movementKind: 'payment_release',
     reference: payment.id,
     createdAt: now,
-    postings: [
-      { accountId: hold.accountId, kind: 'customer', bucket: 'held', asset: hold.asset, amountMinor: -hold.amountMinor },
-      { accountId: hold.accountId, kind: 'customer', bucket: 'available', asset: hold.asset, amountMinor: hold.amountMinor },
-    ],
+    postings: releasePostings(hold),
     holds: holdRowsToWrite(hold, holdRow(hold, 'released', now)),
     payments: [payment],
     events: [eventRow(hold.orgId, 'hold.released', { holdId: hold.id, accountId: hold.accountId, asset: hold.asset, amount: formatAmount(hold.amountMinor, decimals) }, now), event],
@@ -700,12 +698,13 @@ async function takeAuthorized(runtime: Runtime, orgId: string, id: string): Prom
 export async function capturePayment(runtime: Runtime, orgId: string, id: string, input: CapturePaymentInput): Promise<PaymentView> {
   const { payment, hold, externalId } = await takeAuthorized(runtime, orgId, id)
   const decimals = findAsset(hold.asset)!.decimals
-  const capturedMinor = input.amount === undefined ? hold.amountMinor : parseAmount(input.amount, decimals, 'amount')
-  if (capturedMinor > hold.amountMinor) throw invalid('amount', `The capture of ${formatAmount(capturedMinor, decimals)} exceeds the ${formatAmount(hold.amountMinor, decimals)} authorized`)
-  const remainder = hold.amountMinor - capturedMinor
+  const authorizedMinor = hold.amountMinor
+  const capturedMinor = input.amount === undefined ? authorizedMinor : parseAmount(input.amount, decimals, 'amount')
+  if (capturedMinor > authorizedMinor) throw invalid('amount', `The capture of ${formatAmount(capturedMinor, decimals)} exceeds the ${formatAmount(authorizedMinor, decimals)} authorized`)
+  const remainder = authorizedMinor - capturedMinor
   const now = runtime.clock.now(orgId)
   const captured: PaymentRow = { ...payment, state: 'captured', capturedAmount: capturedMinor, closedAt: now }
-  const postings: Posting[] = [{ accountId: hold.accountId, kind: 'customer', bucket: 'held', asset: hold.asset, amountMinor: -hold.amountMinor }]
+  const postings: Posting[] = [{ accountId: hold.accountId, kind: 'customer', bucket: 'held', asset: hold.asset, amountMinor: -authorizedMinor }]
   if (remainder > 0n) postings.push({ accountId: hold.accountId, kind: 'customer', bucket: 'available', asset: hold.asset, amountMinor: remainder })
   postings.push({ accountId: SYSTEM_ACCOUNTS.cardSettlement, kind: 'system', bucket: 'available', asset: hold.asset, amountMinor: capturedMinor })
   const amounts = { capturedAmount: formatAmount(capturedMinor, decimals), releasedAmount: formatAmount(remainder, decimals) }
