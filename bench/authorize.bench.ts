@@ -116,6 +116,8 @@ interface LoadFigures {
   answered: number
   approved: number
   declined: number
+  /** The declines by `failureCode`. */
+  declineCodes: Record<string, number>
   /** Authorizations refused 429 `rate_limited`: shed, or (far past capacity) refused because no further decline could be recorded. */
   refused: number
   /** Of the refusals, those the server shed (`GET /ops/v1/payments/stats`, `shedding.shed`). */
@@ -235,6 +237,8 @@ class Recorder {
   fromSend: number[] = []
   approved = 0
   declined = 0
+  /** The declines by `failureCode`. */
+  declineCodes = new Map<string, number>()
   refused = 0
   /** Approvals answered after the budget (they count in `overBudget` too). */
   approvedOverBudget = 0
@@ -248,12 +252,18 @@ class Recorder {
   async record(started: number, response: Promise<HttpAnswer>, sentAt?: number): Promise<void> {
     let state: string | undefined
     let kind = ''
+    let failureCode = ''
     try {
       const answer = await response
       // A 201 names its state near the start of the body; only other answers are parsed whole.
       const stateAt = answer.status === 201 ? answer.body.indexOf('"state":"') : -1
-      if (stateAt >= 0) state = answer.body.slice(stateAt + 9, answer.body.indexOf('"', stateAt + 9))
-      else {
+      if (stateAt >= 0) {
+        state = answer.body.slice(stateAt + 9, answer.body.indexOf('"', stateAt + 9))
+        if (state === 'declined') {
+          const codeAt = answer.body.indexOf('"failureCode":"')
+          failureCode = codeAt < 0 ? '(none)' : answer.body.slice(codeAt + 15, answer.body.indexOf('"', codeAt + 15))
+        }
+      } else {
         const body = JSON.parse(answer.body) as { state?: string; error?: { code: string } }
         state = answer.status === 201 ? body.state : undefined
         kind = `${answer.status} ${body.error?.code ?? ''}`
@@ -269,8 +279,10 @@ class Recorder {
     if (state === 'authorized') {
       this.approved += 1
       if (this.lastAnsweredAt - started > BUDGET_MS) this.approvedOverBudget += 1
-    } else if (state === 'declined') this.declined += 1
-    else if (kind === '429 rate_limited') this.refused += 1
+    } else if (state === 'declined') {
+      this.declined += 1
+      this.declineCodes.set(failureCode, (this.declineCodes.get(failureCode) ?? 0) + 1)
+    } else if (kind === '429 rate_limited') this.refused += 1
     else {
       this.errors += 1
       this.errorKinds.set(kind, (this.errorKinds.get(kind) ?? 0) + 1)
@@ -285,6 +297,12 @@ interface WriterStats {
   commitLatencyMs: HistogramSnapshot
   queueWaitMs: HistogramSnapshot
   durableMs: HistogramSnapshot
+}
+
+/** A run's declines and, when there were any, their codes. */
+function declinedCell(figure: LoadFigures): string {
+  const codes = Object.entries(figure.declineCodes)
+  return codes.length === 0 ? String(figure.declined) : `${figure.declined} (${codes.map(([code, count]) => `${count} ${code}`).join(', ')})`
 }
 
 async function writerStats(base: string): Promise<WriterStats> {
@@ -324,6 +342,7 @@ function summarize(mode: string, groupCommit: boolean, recorder: Recorder, elaps
     answered: sorted.length,
     approved: recorder.approved,
     declined: recorder.declined,
+    declineCodes: Object.fromEntries(recorder.declineCodes),
     refused: recorder.refused,
     shed: extra.after.shed - extra.before.shed,
     stalls: extra.after.stalls - extra.before.stalls,
@@ -485,7 +504,7 @@ async function httpRuns(groupCommit: boolean): Promise<LoadFigures[]> {
     const figures: LoadFigures[] = []
     const print = (result: LoadFigures) => {
       console.log(
-        `${groupCommit ? 'group commit on ' : 'group commit off'} | ${result.mode.padEnd(32)} | ${String(result.throughputPerSecond).padStart(6)}/s approved | p50 ${result.p50Ms} ms | p99 ${result.p99Ms} ms${result.p99FromSendMs === undefined ? '' : ` (from send ${result.p99FromSendMs} ms)`} | max ${result.maxMs} ms | >${BUDGET_MS} ms: ${result.overBudget} (approved ${result.approvedOverBudget}) | declined ${result.declined} | refused ${result.refused} (shed ${result.shed}) | loop stalls ${result.stalls} | errors ${result.errors} | ${result.operationsPerTransaction} ops/tx${result.serverLagMaxMs === undefined ? '' : ` | server loop lag max ${result.serverLagMaxMs} ms | generator sent late by up to ${result.generatorLateMaxMs} ms`} | commits ${result.commits.count}, >3 ms ${result.commits.over3Ms}, >20 ms ${result.commits.over20Ms}, p99 <= ${result.commits.p99AtMostMs ?? '>1000'} ms | queued >1 ms ${result.queued.over1Ms}, >3 ms ${result.queued.over3Ms} of ${result.queued.count} | queued to durable: p50 <= ${result.durable.p50AtMostMs ?? '>1000'} ms, p99 <= ${result.durable.p99AtMostMs ?? '>1000'} ms, >3 ms ${result.durable.over3Ms} | in the server: p50 <= ${result.served.p50AtMostMs ?? '>1000'} ms, p99 <= ${result.served.p99AtMostMs ?? '>1000'} ms, >3 ms ${result.served.over3Ms} | CPU per answer: generator ${result.cpu.generatorUs} µs, server ${result.cpu.serverUs} µs (main thread ${result.cpu.serverMainUs}), Postgres ${result.cpu.postgresUs} µs, machine ${result.cpu.machineBusyPercent}% busy, ${result.cpu.machineStolenMs} ms stolen by the host, at this cost every core busy gives at most ${result.cpu.allCoresCeilingPerSecond}/s | waited for a core: generator ${result.cpu.generatorMainWaitPercent}%, server ${result.cpu.serverMainWaitPercent}%, Postgres ${result.cpu.postgresWaitPercent}% of the run | Postgres: ${result.postgres.checkpoints} checkpoints begun (syncs ${result.postgres.checkpointSyncMs} ms), WAL ${result.postgres.walKbPerAnswer} KB per answer${result.errors > 0 ? ` | ${JSON.stringify(result.errorKinds)}` : ''}`,
+        `${groupCommit ? 'group commit on ' : 'group commit off'} | ${result.mode.padEnd(32)} | ${String(result.throughputPerSecond).padStart(6)}/s approved | p50 ${result.p50Ms} ms | p99 ${result.p99Ms} ms${result.p99FromSendMs === undefined ? '' : ` (from send ${result.p99FromSendMs} ms)`} | max ${result.maxMs} ms | >${BUDGET_MS} ms: ${result.overBudget} (approved ${result.approvedOverBudget}) | declined ${declinedCell(result)} | refused ${result.refused} (shed ${result.shed}) | loop stalls ${result.stalls} | errors ${result.errors} | ${result.operationsPerTransaction} ops/tx${result.serverLagMaxMs === undefined ? '' : ` | server loop lag max ${result.serverLagMaxMs} ms | generator sent late by up to ${result.generatorLateMaxMs} ms`} | commits ${result.commits.count}, >3 ms ${result.commits.over3Ms}, >20 ms ${result.commits.over20Ms}, p99 <= ${result.commits.p99AtMostMs ?? '>1000'} ms | queued >1 ms ${result.queued.over1Ms}, >3 ms ${result.queued.over3Ms} of ${result.queued.count} | queued to durable: p50 <= ${result.durable.p50AtMostMs ?? '>1000'} ms, p99 <= ${result.durable.p99AtMostMs ?? '>1000'} ms, >3 ms ${result.durable.over3Ms} | in the server: p50 <= ${result.served.p50AtMostMs ?? '>1000'} ms, p99 <= ${result.served.p99AtMostMs ?? '>1000'} ms, >3 ms ${result.served.over3Ms} | CPU per answer: generator ${result.cpu.generatorUs} µs, server ${result.cpu.serverUs} µs (main thread ${result.cpu.serverMainUs}), Postgres ${result.cpu.postgresUs} µs, machine ${result.cpu.machineBusyPercent}% busy, ${result.cpu.machineStolenMs} ms stolen by the host, at this cost every core busy gives at most ${result.cpu.allCoresCeilingPerSecond}/s | waited for a core: generator ${result.cpu.generatorMainWaitPercent}%, server ${result.cpu.serverMainWaitPercent}%, Postgres ${result.cpu.postgresWaitPercent}% of the run | Postgres: ${result.postgres.checkpoints} checkpoints begun (syncs ${result.postgres.checkpointSyncMs} ms), WAL ${result.postgres.walKbPerAnswer} KB per answer${result.errors > 0 ? ` | ${JSON.stringify(result.errorKinds)}` : ''}`,
       )
       figures.push(result)
     }
@@ -640,7 +659,7 @@ const markdown = [
   '',
   '| group commit | load | approved/s | p50 ms | p99 ms | p99 from send ms | max ms | answers > 500 ms | declined | refused 429 (of them shed) | errors (status and code) | operations per transaction |',
   '|---|---|---|---|---|---|---|---|---|---|---|---|',
-  ...[...on, ...off].map((figure) => `| ${figure.groupCommit ? 'on' : 'off'} | ${figure.mode} | ${figure.throughputPerSecond} | ${figure.p50Ms} | ${figure.p99Ms} | ${figure.p99FromSendMs ?? ''} | ${figure.maxMs} | ${figure.overBudget} (${figure.approvedOverBudget} approved) | ${figure.declined} | ${figure.refused} (${figure.shed}) | ${errorsCell(figure)} | ${figure.operationsPerTransaction} |`),
+  ...[...on, ...off].map((figure) => `| ${figure.groupCommit ? 'on' : 'off'} | ${figure.mode} | ${figure.throughputPerSecond} | ${figure.p50Ms} | ${figure.p99Ms} | ${figure.p99FromSendMs ?? ''} | ${figure.maxMs} | ${figure.overBudget} (${figure.approvedOverBudget} approved) | ${declinedCell(figure)} | ${figure.refused} (${figure.shed}) | ${errorsCell(figure)} | ${figure.operationsPerTransaction} |`),
   '',
   ratio === null ? '' : `Closed-loop throughput, group commit on / one transaction per request: **${ratio}x**.`,
   '',
