@@ -130,6 +130,8 @@ interface LoadFigures {
   p50Ms: number
   p99Ms: number
   maxMs: number
+  /** p99 and max of each kind of answer (latencies from when the request was due). */
+  byAnswer: Record<'approved' | 'declined' | 'refused', { count: number; p99Ms: number; maxMs: number }>
   overBudget: number
   /** Of those, approvals. */
   approvedOverBudget: number
@@ -233,6 +235,8 @@ async function stopServer(server: ServerProcess): Promise<void> {
 
 class Recorder {
   latencies: number[] = []
+  /** The same latencies by answer: approved, declined and refused (429). */
+  byAnswer = { approved: [] as number[], declined: [] as number[], refused: [] as number[] }
   /** Open loop: each answer's latency from when its request was sent (the generator's lateness left out). */
   fromSend: number[] = []
   approved = 0
@@ -274,7 +278,11 @@ class Recorder {
     }
     if (!this.recording) return
     this.lastAnsweredAt = performance.now()
-    this.latencies.push(this.lastAnsweredAt - started)
+    const latency = this.lastAnsweredAt - started
+    this.latencies.push(latency)
+    if (state === 'authorized') this.byAnswer.approved.push(latency)
+    else if (state === 'declined') this.byAnswer.declined.push(latency)
+    else if (kind === '429 rate_limited') this.byAnswer.refused.push(latency)
     if (sentAt !== undefined) this.fromSend.push(this.lastAnsweredAt - sentAt)
     if (state === 'authorized') {
       this.approved += 1
@@ -297,6 +305,21 @@ interface WriterStats {
   commitLatencyMs: HistogramSnapshot
   queueWaitMs: HistogramSnapshot
   durableMs: HistogramSnapshot
+}
+
+/** p99 and max of each kind of answer. */
+function answerFigures(recorder: Recorder): LoadFigures['byAnswer'] {
+  const figure = (latencies: number[]) => {
+    latencies.sort((a, b) => a - b)
+    return { count: latencies.length, p99Ms: round2(percentile(latencies, 0.99)), maxMs: round2(latencies.at(-1) ?? 0) }
+  }
+  return { approved: figure(recorder.byAnswer.approved), declined: figure(recorder.byAnswer.declined), refused: figure(recorder.byAnswer.refused) }
+}
+
+/** The p99 and max of each kind of answer a run had. */
+function byAnswerCell(figure: LoadFigures): string {
+  const parts = (['approved', 'declined', 'refused'] as const).filter((kind) => figure.byAnswer[kind].count > 0).map((kind) => `${kind} ${figure.byAnswer[kind].p99Ms}/${figure.byAnswer[kind].maxMs}`)
+  return parts.length === 0 ? '-' : parts.join(', ')
 }
 
 /** A run's declines and, when there were any, their codes. */
@@ -352,6 +375,7 @@ function summarize(mode: string, groupCommit: boolean, recorder: Recorder, elaps
     p50Ms: round2(percentile(sorted, 0.5)),
     p99Ms: round2(percentile(sorted, 0.99)),
     maxMs: round2(sorted.at(-1) ?? 0),
+    byAnswer: answerFigures(recorder),
     overBudget: sorted.filter((latency) => latency > BUDGET_MS).length,
     approvedOverBudget: recorder.approvedOverBudget,
     transactionsPerSecond: Math.round((batches / elapsedMs) * 1000),
@@ -504,7 +528,7 @@ async function httpRuns(groupCommit: boolean): Promise<LoadFigures[]> {
     const figures: LoadFigures[] = []
     const print = (result: LoadFigures) => {
       console.log(
-        `${groupCommit ? 'group commit on ' : 'group commit off'} | ${result.mode.padEnd(32)} | ${String(result.throughputPerSecond).padStart(6)}/s approved | p50 ${result.p50Ms} ms | p99 ${result.p99Ms} ms${result.p99FromSendMs === undefined ? '' : ` (from send ${result.p99FromSendMs} ms)`} | max ${result.maxMs} ms | >${BUDGET_MS} ms: ${result.overBudget} (approved ${result.approvedOverBudget}) | declined ${declinedCell(result)} | refused ${result.refused} (shed ${result.shed}) | loop stalls ${result.stalls} | errors ${result.errors} | ${result.operationsPerTransaction} ops/tx${result.serverLagMaxMs === undefined ? '' : ` | server loop lag max ${result.serverLagMaxMs} ms | generator sent late by up to ${result.generatorLateMaxMs} ms`} | commits ${result.commits.count}, >3 ms ${result.commits.over3Ms}, >20 ms ${result.commits.over20Ms}, p99 <= ${result.commits.p99AtMostMs ?? '>1000'} ms | queued >1 ms ${result.queued.over1Ms}, >3 ms ${result.queued.over3Ms} of ${result.queued.count} | queued to durable: p50 <= ${result.durable.p50AtMostMs ?? '>1000'} ms, p99 <= ${result.durable.p99AtMostMs ?? '>1000'} ms, >3 ms ${result.durable.over3Ms} | in the server: p50 <= ${result.served.p50AtMostMs ?? '>1000'} ms, p99 <= ${result.served.p99AtMostMs ?? '>1000'} ms, >3 ms ${result.served.over3Ms} | CPU per answer: generator ${result.cpu.generatorUs} µs, server ${result.cpu.serverUs} µs (main thread ${result.cpu.serverMainUs}), Postgres ${result.cpu.postgresUs} µs, machine ${result.cpu.machineBusyPercent}% busy, ${result.cpu.machineStolenMs} ms stolen by the host, at this cost every core busy gives at most ${result.cpu.allCoresCeilingPerSecond}/s | waited for a core: generator ${result.cpu.generatorMainWaitPercent}%, server ${result.cpu.serverMainWaitPercent}%, Postgres ${result.cpu.postgresWaitPercent}% of the run | Postgres: ${result.postgres.checkpoints} checkpoints begun (syncs ${result.postgres.checkpointSyncMs} ms), WAL ${result.postgres.walKbPerAnswer} KB per answer${result.errors > 0 ? ` | ${JSON.stringify(result.errorKinds)}` : ''}`,
+        `${groupCommit ? 'group commit on ' : 'group commit off'} | ${result.mode.padEnd(32)} | ${String(result.throughputPerSecond).padStart(6)}/s approved | p50 ${result.p50Ms} ms | p99 ${result.p99Ms} ms${result.p99FromSendMs === undefined ? '' : ` (from send ${result.p99FromSendMs} ms)`} | max ${result.maxMs} ms | p99/max ms by answer: ${byAnswerCell(result)} | >${BUDGET_MS} ms: ${result.overBudget} (approved ${result.approvedOverBudget}) | declined ${declinedCell(result)} | refused ${result.refused} (shed ${result.shed}) | loop stalls ${result.stalls} | errors ${result.errors} | ${result.operationsPerTransaction} ops/tx${result.serverLagMaxMs === undefined ? '' : ` | server loop lag max ${result.serverLagMaxMs} ms | generator sent late by up to ${result.generatorLateMaxMs} ms`} | commits ${result.commits.count}, >3 ms ${result.commits.over3Ms}, >20 ms ${result.commits.over20Ms}, p99 <= ${result.commits.p99AtMostMs ?? '>1000'} ms | queued >1 ms ${result.queued.over1Ms}, >3 ms ${result.queued.over3Ms} of ${result.queued.count} | queued to durable: p50 <= ${result.durable.p50AtMostMs ?? '>1000'} ms, p99 <= ${result.durable.p99AtMostMs ?? '>1000'} ms, >3 ms ${result.durable.over3Ms} | in the server: p50 <= ${result.served.p50AtMostMs ?? '>1000'} ms, p99 <= ${result.served.p99AtMostMs ?? '>1000'} ms, >3 ms ${result.served.over3Ms} | CPU per answer: generator ${result.cpu.generatorUs} µs, server ${result.cpu.serverUs} µs (main thread ${result.cpu.serverMainUs}), Postgres ${result.cpu.postgresUs} µs, machine ${result.cpu.machineBusyPercent}% busy, ${result.cpu.machineStolenMs} ms stolen by the host, at this cost every core busy gives at most ${result.cpu.allCoresCeilingPerSecond}/s | waited for a core: generator ${result.cpu.generatorMainWaitPercent}%, server ${result.cpu.serverMainWaitPercent}%, Postgres ${result.cpu.postgresWaitPercent}% of the run | Postgres: ${result.postgres.checkpoints} checkpoints begun (syncs ${result.postgres.checkpointSyncMs} ms), WAL ${result.postgres.walKbPerAnswer} KB per answer${result.errors > 0 ? ` | ${JSON.stringify(result.errorKinds)}` : ''}`,
       )
       figures.push(result)
     }
