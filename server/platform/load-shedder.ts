@@ -27,7 +27,13 @@ export interface SheddingPolicy {
   busyShare: number
 }
 
-export const DEFAULT_SHEDDING: SheddingPolicy = { lateMs: 10, lateTicks: 2, stepUp: 0.25, stepDown: 0.05, busyShare: 0.5 }
+/**
+ * The share falls by 0.01 a tick on time, from all to none in a second: the `Retry-After` the
+ * refusals carry. A faster fall (0.05, 200 ms) let the share drop to nothing between floods past
+ * capacity, each flood read in long turns of the loop before the share rose again, and answers
+ * crossed 500 ms (README, "Load shedding").
+ */
+export const DEFAULT_SHEDDING: SheddingPolicy = { lateMs: 10, lateTicks: 2, stepUp: 0.25, stepDown: 0.01, busyShare: 0.5 }
 
 export class LoadShedder {
   private share = 0

@@ -37,6 +37,24 @@ describe('load shedding', () => {
     expect(shedder.currentShare).toBe(0)
   })
 
+  test('the share falls from all to none over a second of ticks on time (the refusals\' Retry-After), not between two floods', () => {
+    const shedder = shedderWith()
+    for (let tick = 0; tick < 6; tick++) shedder.observe(50)
+    expect(shedder.currentShare).toBe(1)
+    // 200 ms on time: a thread that has read one flood keeps shedding most of the next.
+    for (let tick = 0; tick < 20; tick++) shedder.observe(0)
+    expect(shedder.currentShare).toBeCloseTo(0.8)
+    // Late again tick after tick: back to all within a few ticks, from where it was.
+    shedder.observe(50)
+    shedder.observe(50)
+    expect(shedder.currentShare).toBe(1)
+    // A whole second (100 ticks of 10 ms) on time: nothing shed.
+    for (let tick = 0; tick < 99; tick++) shedder.observe(0)
+    expect(shedder.currentShare).toBeGreaterThan(0)
+    shedder.observe(0)
+    expect(shedder.currentShare).toBe(0)
+  })
+
   test('sheds the current share of requests, and counts what it shed', () => {
     const shedder = shedderWith([0.1, 0.3, 0.2, 0.9])
     expect(shedder.shouldShed()).toBe(false)

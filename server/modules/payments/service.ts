@@ -49,7 +49,7 @@ const ADMISSION_INTERVAL_MS = 100
 export const DECLINE_RECORD_LAG_MAX_MS = 50
 /**
  * The `Retry-After` of an authorization refused past capacity (shed, or its decline could not be
- * recorded): the shedder's share falls from all to none within 200 ms of the loop catching up.
+ * recorded): the shedder's share falls from all to none within a second of the loop catching up.
  */
 const OVERLOADED_RETRY_AFTER_SECONDS = 1
 
