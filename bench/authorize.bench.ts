@@ -548,6 +548,8 @@ interface OutagePhase {
   answered: number
   approved: number
   declined: number
+  /** Refused 429 `rate_limited` (shed: the server's loop ran late tick after tick). */
+  refused: number
   errors: number
   p99Ms: number
   maxMs: number
@@ -591,12 +593,13 @@ async function outageRun(): Promise<OutagePhase[]> {
         answered: sorted.length,
         approved: recorder.approved,
         declined: recorder.declined,
+        refused: recorder.refused,
         errors: recorder.errors,
         p99Ms: round2(percentile(sorted, 0.99)),
         maxMs: round2(sorted.at(-1) ?? 0),
         overBudget: sorted.filter((latency) => latency > BUDGET_MS).length,
       }
-      console.log(`outage | ${phase.padEnd(40)} | approved ${figure.approved} | declined ${figure.declined} | errors ${figure.errors} | p99 ${figure.p99Ms} ms | max ${figure.maxMs} ms | >${BUDGET_MS} ms: ${figure.overBudget}`)
+      console.log(`outage | ${phase.padEnd(40)} | approved ${figure.approved} | declined ${figure.declined} | refused ${figure.refused} | errors ${figure.errors} | p99 ${figure.p99Ms} ms | max ${figure.maxMs} ms | >${BUDGET_MS} ms: ${figure.overBudget}`)
       figures.push(figure)
     }
     return figures
@@ -727,9 +730,9 @@ const markdown = [
   '',
   '## Database cut off (1000/s offered through a TCP proxy, 3 s per phase)',
   '',
-  '| phase | approved | declined | errors | p99 ms | max ms | answers > 500 ms |',
+  '| phase | approved | declined | refused 429 | errors | p99 ms | max ms | answers > 500 ms |',
   '|---|---|---|---|---|---|---|',
-  ...outage.map((figure) => `| ${figure.phase} | ${figure.approved} | ${figure.declined} | ${figure.errors} | ${figure.p99Ms} | ${figure.maxMs} | ${figure.overBudget} |`),
+  ...outage.map((figure) => `| ${figure.phase} | ${figure.approved} | ${figure.declined} | ${figure.refused} | ${figure.errors} | ${figure.p99Ms} | ${figure.maxMs} | ${figure.overBudget} |`),
   '',
 ].join('\n')
 console.log(`\n${markdown}`)
