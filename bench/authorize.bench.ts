@@ -731,7 +731,7 @@ const markdown = [
   '## Database cut off (1000/s offered through a TCP proxy, 3 s per phase)',
   '',
   '| phase | approved | declined | refused 429 | errors | p99 ms | max ms | answers > 500 ms |',
-  '|---|---|---|---|---|---|---|',
+  '|---|---|---|---|---|---|---|---|',
   ...outage.map((figure) => `| ${figure.phase} | ${figure.approved} | ${figure.declined} | ${figure.refused} | ${figure.errors} | ${figure.p99Ms} | ${figure.maxMs} | ${figure.overBudget} |`),
   '',
 ].join('\n')
