@@ -31,13 +31,17 @@ export interface SheddingPolicy {
  * The share falls by 0.01 a tick on time, from all to none in a second: the `Retry-After` the
  * refusals carry. A faster fall (0.05, 200 ms) let the share drop to nothing between floods past
  * capacity, each flood read in long turns of the loop before the share rose again, and answers
- * crossed 500 ms (README, "Load shedding").
+ * crossed 500 ms. A late tick raises it only while the lateness is not shrinking: falling this
+ * slowly, a share raised through every late tick of a backlog being read down stayed too high
+ * (README, "Load shedding").
  */
 export const DEFAULT_SHEDDING: SheddingPolicy = { lateMs: 10, lateTicks: 2, stepUp: 0.25, stepDown: 0.01, busyShare: 0.5 }
 
 export class LoadShedder {
   private share = 0
   private lateRun = 0
+  /** The previous tick's lateness. */
+  private lastLagMs = 0
   /** Authorizations shed since start. */
   shed = 0
   /** Late ticks not counted since start because the thread was stopped, not busy. */
@@ -54,10 +58,14 @@ export class LoadShedder {
    * by its lateness alone).
    */
   observe(lagMs: number, busyShare?: number): void {
+    const previousLagMs = this.lastLagMs
+    this.lastLagMs = lagMs
     if (lagMs > this.policy.lateMs) {
       if (busyShare === undefined || busyShare >= this.policy.busyShare) {
         this.lateRun += 1
-        if (this.lateRun >= this.policy.lateTicks) this.share = Math.min(1, this.share + this.policy.stepUp)
+        // Only while the lateness is not shrinking: a tick less late than the one before is a
+        // backlog being read down, and the share in force is already enough for it.
+        if (this.lateRun >= this.policy.lateTicks && lagMs >= previousLagMs) this.share = Math.min(1, this.share + this.policy.stepUp)
         return
       }
       // Late, but the thread mostly neither ran nor waited for a core: a stall, counted like a tick on time.

@@ -55,6 +55,30 @@ describe('load shedding', () => {
     expect(shedder.currentShare).toBe(0)
   })
 
+  test('a late tick raises the share only while the lateness is not shrinking: a backlog being read down keeps the share it has', () => {
+    const shedder = shedderWith()
+    shedder.observe(20)
+    shedder.observe(30)
+    expect(shedder.currentShare).toBe(DEFAULT_SHEDDING.stepUp)
+    // Still late, but less late tick after tick: the backlog is being read down.
+    shedder.observe(25)
+    shedder.observe(18)
+    shedder.observe(12)
+    expect(shedder.currentShare).toBe(DEFAULT_SHEDDING.stepUp)
+    // Later again (the backlog grows), or as late as before (it does not shrink): raised.
+    shedder.observe(40)
+    expect(shedder.currentShare).toBe(2 * DEFAULT_SHEDDING.stepUp)
+    shedder.observe(40)
+    expect(shedder.currentShare).toBe(3 * DEFAULT_SHEDDING.stepUp)
+    // The first late tick after ones on time starts a new run, which needs its second tick as ever.
+    shedder.observe(0)
+    const afterOnTime = shedder.currentShare
+    shedder.observe(15)
+    expect(shedder.currentShare).toBe(afterOnTime)
+    shedder.observe(15)
+    expect(shedder.currentShare).toBeCloseTo(afterOnTime + DEFAULT_SHEDDING.stepUp)
+  })
+
   test('sheds the current share of requests, and counts what it shed', () => {
     const shedder = shedderWith([0.1, 0.3, 0.2, 0.9])
     expect(shedder.shouldShed()).toBe(false)
