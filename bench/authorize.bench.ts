@@ -280,18 +280,19 @@ class Recorder {
     this.lastAnsweredAt = performance.now()
     const latency = this.lastAnsweredAt - started
     this.latencies.push(latency)
-    if (state === 'authorized') this.byAnswer.approved.push(latency)
-    else if (state === 'declined') this.byAnswer.declined.push(latency)
-    else if (kind === '429 rate_limited') this.byAnswer.refused.push(latency)
     if (sentAt !== undefined) this.fromSend.push(this.lastAnsweredAt - sentAt)
     if (state === 'authorized') {
       this.approved += 1
-      if (this.lastAnsweredAt - started > BUDGET_MS) this.approvedOverBudget += 1
+      this.byAnswer.approved.push(latency)
+      if (latency > BUDGET_MS) this.approvedOverBudget += 1
     } else if (state === 'declined') {
       this.declined += 1
+      this.byAnswer.declined.push(latency)
       this.declineCodes.set(failureCode, (this.declineCodes.get(failureCode) ?? 0) + 1)
-    } else if (kind === '429 rate_limited') this.refused += 1
-    else {
+    } else if (kind === '429 rate_limited') {
+      this.refused += 1
+      this.byAnswer.refused.push(latency)
+    } else {
       this.errors += 1
       this.errorKinds.set(kind, (this.errorKinds.get(kind) ?? 0) + 1)
     }
