@@ -5,7 +5,7 @@
  * (`LoopLag`), the way CoDel tells a standing queue from a burst: one late tick (a full garbage
  * collection, a slow step) is followed by ticks on time once its backlog is read, while an
  * overloaded thread never catches up, so tick after tick is late. While that lasts, a share of the
- * authorizations, raised by each late tick in proportion to how late it is, is refused at once, before their body is read (429, nothing recorded: the cheapest
+ * authorizations is refused at once, before their body is read (429, nothing recorded: the cheapest
  * answer the thread can give), and the share falls back, step by step, to nothing once ticks are on
  * time again. A tick counts as late only if the thread was busy (running, or ready and waiting for
  * a core) for at least `busyShare` of the time since the previous tick: a thread that was stopped instead (the host took the core away, a blocking
@@ -19,10 +19,8 @@ export interface SheddingPolicy {
   lateMs: number
   /** Consecutive late ticks that make a standing lateness (one alone is a stall). */
   lateTicks: number
-  /** The share shed grows by up to this for each late tick of a standing lateness… */
+  /** The share shed grows by this for each late tick of a standing lateness… */
   stepUp: number
-  /** …the whole step for a tick at least this late, a part in proportion to its lateness for one less late… */
-  fullStepLagMs: number
   /** …and falls by this for each tick on time. */
   stepDown: number
   /** A late tick counts only if the thread was busy at least this share of the time since the one before. */
@@ -35,13 +33,9 @@ export interface SheddingPolicy {
  * capacity, each flood read in long turns of the loop before the share rose again, and answers
  * crossed 500 ms. A late tick raises it only while the lateness is not shrinking: falling this
  * slowly, a share raised through every late tick of a backlog being read down stayed too high
- * (README, "Load shedding"). A raise is sized by how late its tick is, a
- * whole quarter only from 50 ms: near capacity the ticks are late by tens of milliseconds and a
- * quarter each took the share to all and kept it far above what the load needed for the second it
- * took to fall, refusing approvals the thread had time for; a flood, ticks 50 ms late and more,
- * still raises it a quarter a tick.
+ * (README, "Load shedding").
  */
-export const DEFAULT_SHEDDING: SheddingPolicy = { lateMs: 10, lateTicks: 2, stepUp: 0.25, fullStepLagMs: 50, stepDown: 0.01, busyShare: 0.5 }
+export const DEFAULT_SHEDDING: SheddingPolicy = { lateMs: 10, lateTicks: 2, stepUp: 0.25, stepDown: 0.01, busyShare: 0.5 }
 
 export class LoadShedder {
   private share = 0
@@ -71,10 +65,7 @@ export class LoadShedder {
         this.lateRun += 1
         // Only while the lateness is not shrinking: a tick less late than the one before is a
         // backlog being read down, and the share in force is already enough for it.
-        // Sized by the lateness: a thread a little behind needs a little more shed, a flood a lot.
-        if (this.lateRun >= this.policy.lateTicks && lagMs >= previousLagMs) {
-          this.share = Math.min(1, this.share + this.policy.stepUp * Math.min(1, lagMs / this.policy.fullStepLagMs))
-        }
+        if (this.lateRun >= this.policy.lateTicks && lagMs >= previousLagMs) this.share = Math.min(1, this.share + this.policy.stepUp)
         return
       }
       // Late, but the thread mostly neither ran nor waited for a core: a stall, counted like a tick on time.

@@ -518,7 +518,7 @@ describe('load shedding', () => {
     const configured = runtime.shedder
     // The shedder's trigger (the loop late tick after tick) is tested in
     // test/platform/load-shedder.test.ts; here it is set to shed everything.
-    const shedder = new LoadShedder({ lateMs: 5, lateTicks: 1, stepUp: 1, fullStepLagMs: 5, stepDown: 0, busyShare: 0 }, () => 0)
+    const shedder = new LoadShedder({ lateMs: 5, lateTicks: 1, stepUp: 1, stepDown: 0, busyShare: 0 }, () => 0)
     const held = await authorize('1')
     expect(held.body.state).toBe('authorized')
     const key = `shed-${Date.now()}`
