@@ -361,11 +361,19 @@ export class GroupCommitWriter {
   private worthPipelining(): boolean {
     if (this.waiting.size < this.options.pipelineMinOperations) return false
     const oldest = this.inFlight[0]
-    return oldest === undefined || performance.now() - oldest.sentAt <= Math.max(PIPELINE_BEHIND_MIN_MS, PIPELINE_BEHIND_FACTOR * this.batchMs)
+    return oldest === undefined || performance.now() - oldest.sentAt <= this.overdueAfterMs()
   }
 
-  /** Far longer than batches take here: the floor, or many times the recent batch latency on a slow machine. */
-  private stalledAfterMs(): number {
+  /** How long a batch may be in flight before nothing more is pipelined behind it: a few times what batches take here. */
+  overdueAfterMs(): number {
+    return Math.max(PIPELINE_BEHIND_MIN_MS, PIPELINE_BEHIND_FACTOR * this.batchMs)
+  }
+
+  /**
+   * How long a batch may be in flight before it counts as stuck: far longer than batches take here,
+   * the floor, or many times the recent batch latency on a slow machine.
+   */
+  stalledAfterMs(): number {
     return Math.max(STALLED_BATCH_MS, STALLED_BATCH_FACTOR * this.batchMs)
   }
 

@@ -194,8 +194,10 @@ describe('the pipelined group-commit writer', () => {
     expect(writer().healthy()).toBe(true)
     const stuck = await whileStalled(async () => {
       const stuck = ledger().submit(credit(account, 1_000_000n))
-      await Bun.sleep(200)
-      // In flight far longer than batches take: nothing queued now could commit in time.
+      // In flight far longer than batches take (the writer's own measure, which grows with the
+      // batch latency it has seen: 150 ms here on a fast machine, 203 ms on a slow one), nothing
+      // queued now could commit in time.
+      await Bun.sleep(writer().stalledAfterMs() + 50)
       expect(writer().healthy()).toBe(false)
       expect(writer().expectedWaitMs()).toBe(Number.POSITIVE_INFINITY)
       return { stuck }
@@ -444,8 +446,10 @@ describe('pipelining only batches worth their fixed cost', () => {
     const op = () => minCredit(account)
     const release = stallWriter(minWriter)
     const commits = [minLedger.submit(op())]
-    // Overdue (batches here take a few milliseconds), though not yet counted as stuck.
-    await Bun.sleep(130)
+    // Overdue, though not yet counted as stuck, by the writer's own measures, which grow with the
+    // batch latency it has seen (a slow machine's first batches take tens of milliseconds).
+    await Bun.sleep(minWriter.overdueAfterMs() + 30)
+    expect(minWriter.healthy()).toBe(true)
     commits.push(minLedger.submit(op()), minLedger.submit(op()), minLedger.submit(op()))
     expect(minWriter.inFlightCount()).toBe(1)
     expect(minWriter.pendingCount()).toBe(3)
