@@ -195,7 +195,7 @@ describe('the pipelined group-commit writer', () => {
     const stuck = await whileStalled(async () => {
       const stuck = ledger().submit(credit(account, 1_000_000n))
       // In flight far longer than batches take (the writer's own measure, which grows with the
-      // batch latency it has seen: 150 ms here on a fast machine, 203 ms on a slow one), nothing
+      // batch latency it has seen: 150 ms on a fast machine, 203 ms on a slow one), nothing
       // queued now could commit in time.
       await Bun.sleep(writer().stalledAfterMs() + 50)
       expect(writer().healthy()).toBe(false)
