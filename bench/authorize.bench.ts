@@ -45,6 +45,14 @@ const SKIP_OFF = process.env.BENCH_SKIP_OFF === '1'
 const WARMUP_MS = 1500
 /** The contract's hard budget: an answer slower than this is a broken promise, counted separately. */
 const BUDGET_MS = 500
+/**
+ * An answer this many ms after its request was due counts as slow (the contract's p99 at 1000/s):
+ * each open loop says where the slow answers' time went, from the generator's own times and the
+ * server's slow-authorization log (`GET /ops/v1/payments/slow`), which the benchmark's servers keep
+ * from `SLOW_LOG_SERVER_MS` in the server on (so that answers slow outside the server are found there too).
+ */
+const SLOW_MS = 3
+const SLOW_LOG_SERVER_MS = '1'
 /** Offered rate of the with/without webhook load comparison. */
 const WEBHOOK_RATE = Number(process.env.BENCH_WEBHOOK_RATE ?? 1000)
 /** Offered rate of the group-commit floor (`bench/latency-floor.ts`'s \`group\` server): the throughput target. */
@@ -142,6 +150,8 @@ interface LoadFigures {
    * without the load generator's own lateness (the p99 above includes it).
    */
   p99FromSendMs?: number
+  /** Open loop: where the answers slower than `SLOW_MS` (from due) spent their time. */
+  slowAnswers?: SlowBreakdown
   /** Open loop: the largest event-loop lag the server reported during the run. */
   serverLagMaxMs?: number
   /** Open loop: how late the load generator sent its most delayed request (counted in that request's latency). */
@@ -233,6 +243,83 @@ async function stopServer(server: ServerProcess): Promise<void> {
   await server.stop()
 }
 
+/** An open loop's answer slower than `SLOW_MS`: wall-clock times (Unix epoch ms) and its payment, if any. */
+interface SlowAnswer {
+  dueAt: number
+  sentAt: number
+  answeredAt: number
+  paymentId: string | null
+}
+
+/** One entry of the server's slow-authorization log (`GET /ops/v1/payments/slow`). */
+interface ServerSlowEntry {
+  paymentId: string | null
+  arrivedAtMs: number
+  totalMs: number
+  phases: { beforeWriterMs: number; queuedMs: number; commitMs: number; afterCommitMs: number } | null
+}
+
+/**
+ * Where the answers slower than `SLOW_MS` spent their time, summed over them (ms). For an answer the
+ * server's log has (by payment id): the generator sending late, the request waiting before the server
+ * read it (kernel queues, the server's loop busy or not running), the server's phases (an approval's
+ * four; a decline whole), and the answer's way back until the generator read it. An answer the log
+ * does not have (under the log's threshold in the server, a refusal, or overwritten) has only its
+ * lateness split off: the rest is `notInLogMs`.
+ */
+interface SlowBreakdown {
+  thresholdMs: number
+  count: number
+  /** Found in the server's log. */
+  matched: number
+  ms: { late: number; toServer: number; beforeWriter: number; queued: number; commit: number; afterCommit: number; declineInServer: number; toGenerator: number; notInLog: number }
+}
+
+function whereSlowAnswersWent(slow: SlowAnswer[], log: { authorizations: ServerSlowEntry[] }): SlowBreakdown {
+  const byId = new Map(log.authorizations.filter((entry) => entry.paymentId !== null).map((entry) => [entry.paymentId!, entry]))
+  const ms = { late: 0, toServer: 0, beforeWriter: 0, queued: 0, commit: 0, afterCommit: 0, declineInServer: 0, toGenerator: 0, notInLog: 0 }
+  let matched = 0
+  for (const answer of slow) {
+    ms.late += answer.sentAt - answer.dueAt
+    const entry = answer.paymentId === null ? undefined : byId.get(answer.paymentId)
+    if (entry === undefined) {
+      ms.notInLog += answer.answeredAt - answer.sentAt
+      continue
+    }
+    matched += 1
+    ms.toServer += entry.arrivedAtMs - answer.sentAt
+    if (entry.phases === null) ms.declineInServer += entry.totalMs
+    else {
+      ms.beforeWriter += entry.phases.beforeWriterMs
+      ms.queued += entry.phases.queuedMs
+      ms.commit += entry.phases.commitMs
+      ms.afterCommit += entry.phases.afterCommitMs
+    }
+    ms.toGenerator += answer.answeredAt - (entry.arrivedAtMs + entry.totalMs)
+  }
+  return { thresholdMs: SLOW_MS, count: slow.length, matched, ms: Object.fromEntries(Object.entries(ms).map(([name, value]) => [name, round2(value)])) as SlowBreakdown['ms'] }
+}
+
+/** The slow answers' breakdown as one cell of text: each part's sum and its share of the whole. */
+function slowBreakdownText(breakdown: SlowBreakdown | undefined): string {
+  if (breakdown === undefined) return ''
+  if (breakdown.count === 0) return `none over ${breakdown.thresholdMs} ms`
+  const parts: Array<[string, number]> = [
+    ['sent late', breakdown.ms.late],
+    ['before the server read it', breakdown.ms.toServer],
+    ['before the writer', breakdown.ms.beforeWriter],
+    ['queued', breakdown.ms.queued],
+    ['commit', breakdown.ms.commit],
+    ['after the commit', breakdown.ms.afterCommit],
+    ['declines in the server', breakdown.ms.declineInServer],
+    ['back to the generator', breakdown.ms.toGenerator],
+    ['not in the log', breakdown.ms.notInLog],
+  ]
+  const total = parts.reduce((sum, [, value]) => sum + value, 0)
+  const shown = parts.filter(([, value]) => value !== 0).map(([name, value]) => `${name} ${Math.round(value)} (${Math.round((value / total) * 100)}%)`)
+  return `${breakdown.count} answers, ${breakdown.matched} in the server's log; ms: ${shown.join(', ')}`
+}
+
 class Recorder {
   latencies: number[] = []
   /** The same latencies by answer: approved, declined and refused (429). */
@@ -253,12 +340,17 @@ class Recorder {
   /** When the last recorded answer arrived (`performance.now()`). */
   lastAnsweredAt = 0
 
+  /** Open loop: the answers slower than `SLOW_MS`, with their times (wall clock, ms) and payment. */
+  slow: SlowAnswer[] = []
+
   async record(started: number, response: Promise<HttpAnswer>, sentAt?: number): Promise<void> {
     let state: string | undefined
     let kind = ''
     let failureCode = ''
+    let body = ''
     try {
       const answer = await response
+      body = answer.body
       // A 201 names its state near the start of the body; only other answers are parsed whole.
       const stateAt = answer.status === 201 ? answer.body.indexOf('"state":"') : -1
       if (stateAt >= 0) {
@@ -280,7 +372,15 @@ class Recorder {
     this.lastAnsweredAt = performance.now()
     const latency = this.lastAnsweredAt - started
     this.latencies.push(latency)
-    if (sentAt !== undefined) this.fromSend.push(this.lastAnsweredAt - sentAt)
+    if (sentAt !== undefined) {
+      this.fromSend.push(this.lastAnsweredAt - sentAt)
+      if (latency >= SLOW_MS) {
+        const idAt = state === undefined ? -1 : body.indexOf('"id":"')
+        const paymentId = idAt < 0 ? null : body.slice(idAt + 6, body.indexOf('"', idAt + 6))
+        const origin = performance.timeOrigin
+        this.slow.push({ dueAt: origin + started, sentAt: origin + sentAt, answeredAt: origin + this.lastAnsweredAt, paymentId })
+      }
+    }
     if (state === 'authorized') {
       this.approved += 1
       this.byAnswer.approved.push(latency)
@@ -473,6 +573,7 @@ async function openLoop(base: string, serverPid: number, targets: Target[], rate
   recorder.recording = false
   const cpuAfter = cpuSnapshot(serverPid)
   const after = await serverStats(base)
+  const slowAnswers = whereSlowAnswersWent(recorder.slow, (await call(base, 'GET', '/ops/v1/payments/slow', OPERATOR_TOKEN)).body)
   // Until the last answer: a server that falls behind is credited only with what it answered.
   const elapsed = Math.max(DURATION_MS, recorder.lastAnsweredAt - drivenFrom)
   return {
@@ -484,6 +585,7 @@ async function openLoop(base: string, serverPid: number, targets: Target[], rate
       cpuAfter,
     }),
     p99FromSendMs: round2(percentile(recorder.fromSend.sort((a, b) => a - b), 0.99)),
+    slowAnswers,
     serverLagMaxMs: round2(serverLagMaxMs),
     generatorLateMaxMs: round2(lateMaxMs),
   }
@@ -497,7 +599,7 @@ async function openLoop(base: string, serverPid: number, targets: Target[], rate
 async function webhookLoadRuns(): Promise<LoadFigures[]> {
   const load = createWebhookLoad(10)
   const database = await createBenchDatabase('authorize_webhooks')
-  const server = await startServer({ ...database.serverEnv, RATE_LIMIT_STORE: 'postgres', ...load.serverEnv })
+  const server = await startServer({ ...database.serverEnv, RATE_LIMIT_STORE: 'postgres', SLOW_AUTHORIZATION_MS: SLOW_LOG_SERVER_MS, ...load.serverEnv })
   try {
     const orgs: BenchOrg[] = []
     for (let index = 0; index < 2; index++) orgs.push(await createFundedOrg(server.base, `hooks-${index}`, ACCOUNTS, '10000000'))
@@ -521,7 +623,7 @@ async function webhookLoadRuns(): Promise<LoadFigures[]> {
 
 async function httpRuns(groupCommit: boolean): Promise<LoadFigures[]> {
   const database = await createBenchDatabase(groupCommit ? 'authorize_on' : 'authorize_off')
-  const server = await startServer({ ...database.serverEnv, GROUP_COMMIT: String(groupCommit), RATE_LIMIT_STORE: 'postgres' })
+  const server = await startServer({ ...database.serverEnv, GROUP_COMMIT: String(groupCommit), RATE_LIMIT_STORE: 'postgres', SLOW_AUTHORIZATION_MS: SLOW_LOG_SERVER_MS })
   try {
     const orgs: BenchOrg[] = []
     for (let index = 0; index < ORGS; index++) orgs.push(await createFundedOrg(server.base, `bench-${index}`, ACCOUNTS, '10000000'))
@@ -529,7 +631,7 @@ async function httpRuns(groupCommit: boolean): Promise<LoadFigures[]> {
     const figures: LoadFigures[] = []
     const print = (result: LoadFigures) => {
       console.log(
-        `${groupCommit ? 'group commit on ' : 'group commit off'} | ${result.mode.padEnd(32)} | ${String(result.throughputPerSecond).padStart(6)}/s approved | p50 ${result.p50Ms} ms | p99 ${result.p99Ms} ms${result.p99FromSendMs === undefined ? '' : ` (from send ${result.p99FromSendMs} ms)`} | max ${result.maxMs} ms | p99/max ms by answer: ${byAnswerCell(result)} | >${BUDGET_MS} ms: ${result.overBudget} (approved ${result.approvedOverBudget}) | declined ${declinedCell(result)} | refused ${result.refused} (shed ${result.shed}) | loop stalls ${result.stalls} | errors ${result.errors} | ${result.operationsPerTransaction} ops/tx${result.serverLagMaxMs === undefined ? '' : ` | server loop lag max ${result.serverLagMaxMs} ms | generator sent late by up to ${result.generatorLateMaxMs} ms`} | commits ${result.commits.count}, >3 ms ${result.commits.over3Ms}, >20 ms ${result.commits.over20Ms}, p99 <= ${result.commits.p99AtMostMs ?? '>1000'} ms | queued >1 ms ${result.queued.over1Ms}, >3 ms ${result.queued.over3Ms} of ${result.queued.count} | queued to durable: p50 <= ${result.durable.p50AtMostMs ?? '>1000'} ms, p99 <= ${result.durable.p99AtMostMs ?? '>1000'} ms, >3 ms ${result.durable.over3Ms} | in the server: p50 <= ${result.served.p50AtMostMs ?? '>1000'} ms, p99 <= ${result.served.p99AtMostMs ?? '>1000'} ms, >3 ms ${result.served.over3Ms} | CPU per answer: generator ${result.cpu.generatorUs} µs, server ${result.cpu.serverUs} µs (main thread ${result.cpu.serverMainUs}), Postgres ${result.cpu.postgresUs} µs, machine ${result.cpu.machineBusyPercent}% busy, ${result.cpu.machineStolenMs} ms stolen by the host, at this cost every core busy gives at most ${result.cpu.allCoresCeilingPerSecond}/s | waited for a core: generator ${result.cpu.generatorMainWaitPercent}%, server ${result.cpu.serverMainWaitPercent}%, Postgres ${result.cpu.postgresWaitPercent}% of the run | Postgres: ${result.postgres.checkpoints} checkpoints begun (syncs ${result.postgres.checkpointSyncMs} ms), WAL ${result.postgres.walKbPerAnswer} KB per answer${result.errors > 0 ? ` | ${JSON.stringify(result.errorKinds)}` : ''}`,
+        `${groupCommit ? 'group commit on ' : 'group commit off'} | ${result.mode.padEnd(32)} | ${String(result.throughputPerSecond).padStart(6)}/s approved | p50 ${result.p50Ms} ms | p99 ${result.p99Ms} ms${result.p99FromSendMs === undefined ? '' : ` (from send ${result.p99FromSendMs} ms)`} | max ${result.maxMs} ms | p99/max ms by answer: ${byAnswerCell(result)} | >${BUDGET_MS} ms: ${result.overBudget} (approved ${result.approvedOverBudget}) | declined ${declinedCell(result)} | refused ${result.refused} (shed ${result.shed}) | loop stalls ${result.stalls} | errors ${result.errors} | ${result.operationsPerTransaction} ops/tx${result.serverLagMaxMs === undefined ? '' : ` | server loop lag max ${result.serverLagMaxMs} ms | generator sent late by up to ${result.generatorLateMaxMs} ms`} | commits ${result.commits.count}, >3 ms ${result.commits.over3Ms}, >20 ms ${result.commits.over20Ms}, p99 <= ${result.commits.p99AtMostMs ?? '>1000'} ms | queued >1 ms ${result.queued.over1Ms}, >3 ms ${result.queued.over3Ms} of ${result.queued.count} | queued to durable: p50 <= ${result.durable.p50AtMostMs ?? '>1000'} ms, p99 <= ${result.durable.p99AtMostMs ?? '>1000'} ms, >3 ms ${result.durable.over3Ms} | in the server: p50 <= ${result.served.p50AtMostMs ?? '>1000'} ms, p99 <= ${result.served.p99AtMostMs ?? '>1000'} ms, >3 ms ${result.served.over3Ms} | CPU per answer: generator ${result.cpu.generatorUs} µs, server ${result.cpu.serverUs} µs (main thread ${result.cpu.serverMainUs}), Postgres ${result.cpu.postgresUs} µs, machine ${result.cpu.machineBusyPercent}% busy, ${result.cpu.machineStolenMs} ms stolen by the host, at this cost every core busy gives at most ${result.cpu.allCoresCeilingPerSecond}/s | waited for a core: generator ${result.cpu.generatorMainWaitPercent}%, server ${result.cpu.serverMainWaitPercent}%, Postgres ${result.cpu.postgresWaitPercent}% of the run | Postgres: ${result.postgres.checkpoints} checkpoints begun (syncs ${result.postgres.checkpointSyncMs} ms), WAL ${result.postgres.walKbPerAnswer} KB per answer${result.slowAnswers === undefined ? '' : ` | over ${SLOW_MS} ms: ${slowBreakdownText(result.slowAnswers)}`}${result.errors > 0 ? ` | ${JSON.stringify(result.errorKinds)}` : ''}`,
       )
       figures.push(result)
     }
@@ -714,6 +816,19 @@ const markdown = [
   '| group commit | load | answered | p50 at most ms | p99 at most ms | longer than 3 ms |',
   '|---|---|---|---|---|---|',
   ...[...on, ...off].map((figure) => `| ${figure.groupCommit ? 'on' : 'off'} | ${figure.mode} | ${figure.served.count} | ${figure.served.p50AtMostMs ?? '> 1000'} | ${figure.served.p99AtMostMs ?? '> 1000'} | ${figure.served.over3Ms} |`),
+  '',
+  `### Where the answers over ${SLOW_MS} ms went`,
+  '',
+  `Open loops: every answer that came ${SLOW_MS} ms or more after its request was due, its time split by the load generator's own clock and the server's slow-authorization log (\`GET /ops/v1/payments/slow\`, this benchmark's servers keeping every authorization that spent ${SLOW_LOG_SERVER_MS} ms or more in the server, the newest 4,096), matched by payment id on the machine's one wall clock. Summed over those answers: sent late by the generator; before the server read the request (kernel queues, the server's loop busy or not running); in the server before the ledger writer had it, queued behind the batch ahead, its batch's commit (the statement, the disk flush and reading the reply), after the commit; declines' whole time in the server; and back to the generator (the server writing the answer, the kernel, the generator reading it). An answer the log does not have (it spent under ${SLOW_LOG_SERVER_MS} ms in the server, was refused, or was overwritten by newer ones past capacity) has only its lateness split off.`,
+  '',
+  `| group commit | load | answers over ${SLOW_MS} ms | in the server's log | sent late | before the server read it | before the writer | queued | commit | after the commit | declines in the server | back to the generator | not in the log |`,
+  '|---|---|---|---|---|---|---|---|---|---|---|---|---|',
+  ...[...on, ...off, ...webhooks]
+    .filter((figure) => figure.slowAnswers !== undefined)
+    .map((figure) => {
+      const slow = figure.slowAnswers!
+      return `| ${figure.groupCommit ? 'on' : 'off'} | ${figure.mode} | ${slow.count} | ${slow.matched} | ${slow.ms.late} | ${slow.ms.toServer} | ${slow.ms.beforeWriter} | ${slow.ms.queued} | ${slow.ms.commit} | ${slow.ms.afterCommit} | ${slow.ms.declineInServer} | ${slow.ms.toGenerator} | ${slow.ms.notInLog} |`
+    }),
   '',
   '### Where the machine went (CPU per answer, read from /proc) and who was late',
   '',

@@ -90,8 +90,24 @@ interface OperationWrites {
   reserve?: () => void
   /** Undoes `reserve` when the commit fails. */
   revert?: () => void
-  /** Memory to settle once the commit is durable (forget a closed hold). */
-  committed?: () => void
+  /**
+   * Memory to settle once the commit is durable (forget a closed hold). It is told when its batch
+   * went out and committed and when the operation was queued, which the slow-authorization log
+   * reads (`GET /ops/v1/payments/slow`).
+   */
+  committed?: (batch: BatchTiming, queuedAt: number) => void
+}
+
+/** A committed batch's times (`performance.now()`), one object shared by its operations. */
+export interface BatchTiming {
+  /** When the batch was sent to Postgres. */
+  readonly sentAt: number
+  /** When its commit was confirmed. */
+  readonly committedAt: number
+  /** Operations it carried. */
+  readonly operations: number
+  /** Batches already in flight on the connection when it was sent, which Postgres answered first. */
+  readonly behind: number
 }
 
 export interface GuardedWrite {
@@ -176,6 +192,8 @@ interface Flight {
   batch: Queued[]
   seq: number
   sentAt: number
+  /** Batches in flight ahead of it when it was sent. */
+  behind: number
   /** Operations that lost their key to an earlier operation of the same batch; rejected once the batch is answered. */
   keyTaken: Queued[]
   /** Given up by a failure of an earlier batch: already undone and rejected, its answer is ignored. */
@@ -515,7 +533,7 @@ export class GroupCommitWriter {
 
   /** Sends a batch as one pipelined statement; its answer is handled in order by `answered`. */
   private send(batch: Queued[]): void {
-    const flight: Flight = { batch, seq: this.guard.seq + 1, sentAt: performance.now(), keyTaken: this.separateDuplicateClaims(batch), abandoned: false }
+    const flight: Flight = { batch, seq: this.guard.seq + 1, sentAt: performance.now(), behind: this.inFlight.length, keyTaken: this.separateDuplicateClaims(batch), abandoned: false }
     let statement: TextStatement
     try {
       statement = this.batchStatement(flight)
@@ -571,10 +589,11 @@ export class GroupCommitWriter {
     this.failedAt = 0
     this.committedBatches += 1
     this.committedOperations += batch.length - lost.length
+    const timing: BatchTiming = { sentAt: flight.sentAt, committedAt: now, operations: batch.length - lost.length, behind: flight.behind }
     batch.forEach((item, index) => {
       if (result.lostOps.has(index)) return
       this.durableLatency.record(now - item.queuedAt)
-      item.op.committed?.()
+      item.op.committed?.(timing, item.queuedAt)
       item.resolve()
     })
     this.rejectKeyTaken([...lost, ...flight.keyTaken])
@@ -635,7 +654,7 @@ export class GroupCommitWriter {
   private async sendGuarded(): Promise<void> {
     const batch = this.takeBatch(true)
     if (batch.length === 0) return
-    const flight: Flight = { batch, seq: this.guard.seq + 1, sentAt: performance.now(), keyTaken: this.separateDuplicateClaims(batch), abandoned: false }
+    const flight: Flight = { batch, seq: this.guard.seq + 1, sentAt: performance.now(), behind: this.inFlight.length, keyTaken: this.separateDuplicateClaims(batch), abandoned: false }
     this.recordQueueWait(flight)
     let result: BatchResult
     try {

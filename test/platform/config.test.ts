@@ -29,6 +29,7 @@ describe('loadConfig', () => {
       ledgerPipelineDepth: 2,
       ledgerPipelineMinOperations: 32,
       loadShedding: true,
+      slowAuthorizationMs: 3,
     })
     expect(config.dataDir).toBe(resolve('.data'))
   })
@@ -47,6 +48,7 @@ describe('loadConfig', () => {
       LEDGER_PIPELINE_DEPTH: '3',
       LEDGER_PIPELINE_MIN_OPERATIONS: '8',
       LOAD_SHEDDING: 'off',
+      SLOW_AUTHORIZATION_MS: '0',
       LOG_REQUESTS: 'yes',
       DEPOSIT_KEY_SEED: 'C0'.repeat(32),
     })
@@ -63,6 +65,7 @@ describe('loadConfig', () => {
       ledgerPipelineDepth: 3,
       ledgerPipelineMinOperations: 8,
       loadShedding: false,
+      slowAuthorizationMs: 0,
       logRequests: true,
       depositKeySeedHex: 'c0'.repeat(32),
     })
@@ -85,6 +88,8 @@ describe('loadConfig', () => {
     ['an unknown RATE_LIMIT_STORE', { RATE_LIMIT_STORE: 'redis' }, 'RATE_LIMIT_STORE'],
     ['a tiny BODY_LIMIT_BYTES', { BODY_LIMIT_BYTES: '10' }, 'BODY_LIMIT_BYTES'],
     ['a non-boolean ALLOW_LOOPBACK_WEBHOOKS', { ALLOW_LOOPBACK_WEBHOOKS: 'maybe' }, 'ALLOW_LOOPBACK_WEBHOOKS'],
+    ['a fractional SLOW_AUTHORIZATION_MS', { SLOW_AUTHORIZATION_MS: '2.5' }, 'SLOW_AUTHORIZATION_MS'],
+    ['a SLOW_AUTHORIZATION_MS past the budget', { SLOW_AUTHORIZATION_MS: '501' }, 'SLOW_AUTHORIZATION_MS'],
   ])('refuses %s with a message naming the variable', (_name, env, variable) => {
     const error = configError(env)
     expect(error.message).toContain(variable)

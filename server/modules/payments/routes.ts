@@ -83,7 +83,45 @@ export function paymentsOpsRoutes(runtime: Runtime) {
     }),
     detail: apiDoc('Authorization latency of this instance', 'Operators', { security: 'operator', description: 'Benchmarks read it beside the callers\' own latencies.' }),
   })
+    .get('/payments/slow', () => service.slowAuthorizations(runtime), {
+      response: SlowAuthorizations,
+      detail: apiDoc('Slow authorizations of this instance', 'Operators', {
+        security: 'operator',
+        description: `The latest ${service.SLOW_AUTHORIZATIONS_KEPT} authorizations (at most) that took SLOW_AUTHORIZATION_MS or longer from reaching this instance to their answer, oldest first, with where each approval's time went. A caller on the same machine can set arrivedAtMs beside its own clock to see what happened before the server read the request and after it answered (the benchmark does: README, "Benchmarks").`,
+      }),
+    })
 }
+
+const Ms = (description: string) => t.Number({ description: `${description}, milliseconds` })
+
+const SlowAuthorizations = t.Object({
+  thresholdMs: t.Integer({ description: 'SLOW_AUTHORIZATION_MS: an authorization that took at least this long is kept' }),
+  recorded: t.Integer({ description: 'Slow authorizations since this instance started, kept or since overwritten by newer ones' }),
+  kept: t.Integer({ description: 'How many are listed' }),
+  authorizations: t.Array(
+    t.Object({
+      paymentId: t.Union([t.String(), t.Null()], { description: 'The payment; null for a replayed Idempotency-Key' }),
+      state: t.Union([t.Literal('authorized'), t.Literal('declined'), t.Literal('replayed')]),
+      failureCode: t.Union([t.String(), t.Null()]),
+      arrivedAtMs: t.Number({ description: 'When the request reached this instance, Unix epoch milliseconds (fractional)' }),
+      totalMs: Ms('From arrival (before rate limiting and parsing) to the answer'),
+      phases: t.Union(
+        [
+          t.Object({
+            beforeWriterMs: Ms('From arrival until the ledger writer had the approval: rate limiting, authentication, parsing, the decision and the reservation in memory'),
+            queuedMs: Ms("In the writer's queue, until its batch was sent (the wait for the batch ahead to commit)"),
+            commitMs: Ms('From its batch being sent to Postgres to the commit being confirmed (the statement, the disk flush, and the server reading the reply)'),
+            afterCommitMs: Ms('From the confirmed commit to the answer'),
+          }),
+          t.Null(),
+        ],
+        { description: 'For an approval the writer committed; the four add up to totalMs. Null for declines and replays' },
+      ),
+      batchOperations: t.Union([t.Integer(), t.Null()], { description: 'Operations its batch carried' }),
+      batchesAhead: t.Union([t.Integer(), t.Null()], { description: 'Batches already in flight ahead of its batch when that was sent' }),
+    }),
+  ),
+})
 
 export function paymentsRoutes(runtime: Runtime, access: AccessPlugin, records: IdempotencyStore) {
   return new Elysia({ name: 'kassa/payments', prefix: '/v1' })

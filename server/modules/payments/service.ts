@@ -3,7 +3,7 @@ import { SYSTEM_ACCOUNTS, deltasOf, type Posting } from '../../ledger/hot-balanc
 import type { AccountEntry } from '../../ledger/accounts.ts'
 import type { PendingHold } from '../../ledger/ledger.ts'
 import { newPendingHold } from '../../ledger/pending-holds.ts'
-import { CommitFailedError, IdempotencyKeyTaken, OperationWithdrawn, type IdempotencyAnswer, type LedgerOperation, type PaymentRow } from '../../ledger/writer.ts'
+import { CommitFailedError, IdempotencyKeyTaken, OperationWithdrawn, type BatchTiming, type IdempotencyAnswer, type LedgerOperation, type PaymentRow } from '../../ledger/writer.ts'
 import { ApiError, invalid, notFound } from '../../lib/errors.ts'
 import { logFailure } from '../../lib/log.ts'
 import { newId } from '../../lib/ids.ts'
@@ -21,6 +21,7 @@ import * as repo from './repo.ts'
 import { isoOf } from '../../lib/time.ts'
 import { StandingQueue } from '../../lib/standing-queue.ts'
 import { LatencyHistogram, type HistogramSnapshot } from '../../lib/histogram.ts'
+import { SlowLog } from '../../lib/slow-log.ts'
 
 /** The contract's hard budget: an authorization is answered within it, approved only if durable. */
 export const AUTHORIZATION_BUDGET_MS = 500
@@ -91,6 +92,8 @@ interface PaymentsState {
   writerQueue: StandingQueue
   /** From each authorization's arrival to its answer (approved or declined), as this instance saw it. */
   answerLatency: LatencyHistogram
+  /** The latest authorizations slower than `SLOW_AUTHORIZATION_MS`, with where their time went. */
+  slow: SlowLog<SlowAuthorization>
   /** Authorizations refused (429) because no further decline could be recorded. */
   refusedUnrecordable: number
   /** Set at shutdown: background retries stop. */
@@ -104,6 +107,38 @@ export interface AuthorizeContext {
   /** Present when the request carries an Idempotency-Key; its record goes into the same commit. */
   idempotency?: InlineIdempotency
   records: IdempotencyStore
+  /** Filled in as the authorization is decided, for the slow-authorization log (`authorizePayment` makes it). */
+  trace?: AuthorizationTrace
+}
+
+/** What is known of one authorization when it is answered, beyond its latency. */
+interface AuthorizationTrace {
+  paymentId: string | null
+  failureCode: FailureCode | null
+  /** Its commit, for an approval the writer committed: the batch's times, and when it was queued. */
+  batch: BatchTiming | undefined
+  queuedAt: number
+}
+
+/** How many slow authorizations the log keeps (the newest). */
+export const SLOW_AUTHORIZATIONS_KEPT = 4096
+
+/**
+ * One authorization slower than the threshold, as `GET /ops/v1/payments/slow` gives it. Times are
+ * milliseconds; `arrivedAtMs` is wall-clock (Unix epoch, fractional), so a caller can set it beside
+ * its own clock on the same machine.
+ */
+export interface SlowAuthorization {
+  paymentId: string | null
+  state: 'authorized' | 'declined' | 'replayed'
+  failureCode: FailureCode | null
+  arrivedAtMs: number
+  totalMs: number
+  /** For an approval committed by the writer: where its time went, adding up to `totalMs`; null otherwise. */
+  phases: { beforeWriterMs: number; queuedMs: number; commitMs: number; afterCommitMs: number } | null
+  /** Operations in its batch, and batches in flight ahead of that batch when it was sent. */
+  batchOperations: number | null
+  batchesAhead: number | null
 }
 
 /** An answer is the payment view as JSON text: the same text is the saved idempotent answer, serialized once. */
@@ -123,6 +158,7 @@ function stateOf(runtime: Runtime): PaymentsState {
       declines: new repo.DeclineRecorder(runtime.db),
       writerQueue: new StandingQueue(AUTHORIZATION_P99_MS - AUTHORIZATION_ANSWER_MARGIN_MS, ADMISSION_INTERVAL_MS),
       answerLatency: new LatencyHistogram(),
+      slow: new SlowLog<SlowAuthorization>(runtime.config.slowAuthorizationMs, SLOW_AUTHORIZATIONS_KEPT),
       refusedUnrecordable: 0,
       stopped: false,
     }
@@ -327,9 +363,12 @@ async function raceTimer<T>(promise: Promise<T>, delayMs: number): Promise<Budge
 export async function authorizePayment(runtime: Runtime, orgId: string, input: AuthorizePaymentInput, context: AuthorizeContext): Promise<AuthorizeAnswer> {
   const state = stateOf(runtime)
   const budget = new Budget(context.receivedAt + state.budgetMs - Math.min(AUTHORIZATION_ANSWER_MARGIN_MS, state.budgetMs / 2))
+  const trace: AuthorizationTrace = { paymentId: null, failureCode: null, batch: undefined, queuedAt: 0 }
   try {
-    const answer = await authorizeWithin(runtime, orgId, input, context, budget)
-    state.answerLatency.record(performance.now() - context.receivedAt)
+    const answer = await authorizeWithin(runtime, orgId, input, { ...context, trace }, budget)
+    const answeredAt = performance.now()
+    state.answerLatency.record(answeredAt - context.receivedAt)
+    if (state.slow.isSlow(answeredAt - context.receivedAt)) state.slow.add(slowEntry(trace, answer, context.receivedAt, answeredAt))
     return answer
   } finally {
     budget.end()
@@ -356,6 +395,41 @@ export function paymentsStats(runtime: Runtime): {
   }
 }
 
+function slowEntry(trace: AuthorizationTrace, answer: AuthorizeAnswer, receivedAt: number, answeredAt: number): SlowAuthorization {
+  const batch = trace.batch
+  const round = (ms: number) => Math.round(ms * 1000) / 1000
+  return {
+    paymentId: answer.kind === 'replay' ? null : trace.paymentId,
+    state: answer.kind === 'replay' ? 'replayed' : trace.failureCode === null ? 'authorized' : 'declined',
+    failureCode: answer.kind === 'replay' ? null : trace.failureCode,
+    arrivedAtMs: round(performance.timeOrigin + receivedAt),
+    totalMs: round(answeredAt - receivedAt),
+    phases:
+      batch === undefined || answer.kind === 'replay' || trace.failureCode !== null
+        ? null
+        : {
+            beforeWriterMs: round(trace.queuedAt - receivedAt),
+            queuedMs: round(batch.sentAt - trace.queuedAt),
+            commitMs: round(batch.committedAt - batch.sentAt),
+            afterCommitMs: round(answeredAt - batch.committedAt),
+          },
+    batchOperations: batch?.operations ?? null,
+    batchesAhead: batch?.behind ?? null,
+  }
+}
+
+/**
+ * The latest authorizations of this instance slower than `SLOW_AUTHORIZATION_MS` (from arrival to
+ * answer), oldest first, with where each approval's time went: before the ledger writer had it
+ * (rate limiting, authentication, parsing, the decision), waiting in its queue for the batch ahead,
+ * its batch's commit, and after the commit until answered.
+ */
+export function slowAuthorizations(runtime: Runtime): { thresholdMs: number; recorded: number; kept: number; authorizations: SlowAuthorization[] } {
+  const log = stateOf(runtime).slow
+  const authorizations = log.entries()
+  return { thresholdMs: log.thresholdMs, recorded: log.recorded, kept: authorizations.length, authorizations }
+}
+
 /** The instance's decline recorder (for tests that hold its writes back). */
 export function declineRecorderOf(runtime: Runtime): repo.DeclineRecorder {
   return stateOf(runtime).declines
@@ -371,6 +445,7 @@ async function authorizeWithin(runtime: Runtime, orgId: string, input: Authorize
   if (lookup.kind === 'failed') throw lookup.error
   const now = runtime.clock.now(orgId)
   const row = newPaymentRow(orgId, input, info, amountMinor, now)
+  if (context.trace) context.trace.paymentId = row.id
   if (lookup.kind === 'timeout') return decline(runtime, row, 'processing_timeout', null, budget, context)
   const account = lookup.value
   if (!info || amountMinor === null) return decline(runtime, row, 'unsupported_asset', account.externalId, budget, context)
@@ -469,8 +544,13 @@ function reserve(runtime: Runtime, payment: PaymentRow, info: AssetInfo, amountM
     revert: () => {
       runtime.ledger.pendingHolds.delete(hold.id)
     },
-    committed: () => {
+    committed: (batch, queuedAt) => {
       hold.ownerDurable = true
+      const trace = context.trace
+      if (trace) {
+        trace.batch = batch
+        trace.queuedAt = queuedAt
+      }
     },
   }
   // Throws `insufficient_available` synchronously, having changed nothing.
@@ -521,6 +601,7 @@ async function replayTakenKey(runtime: Runtime, orgId: string, context: Authoriz
  */
 function failClosed(runtime: Runtime, hold: PendingHold, commit: Promise<void>, payment: PaymentRow, externalId: string, context: AuthorizeContext, failureCode: FailureCode = 'processing_timeout'): string {
   const state = stateOf(runtime)
+  if (context.trace) context.trace.failureCode = failureCode
   hold.closing = true
   const declined: PaymentRow = { ...declinedRow(payment, failureCode), holdId: hold.id }
   const declinedBody = JSON.stringify(toPaymentView(declinedRow(payment, failureCode)))
@@ -585,6 +666,7 @@ async function untilDurable(runtime: Runtime, paymentId: string, write: () => Pr
  */
 async function decline(runtime: Runtime, payment: PaymentRow, failureCode: FailureCode, externalId: string | null, budget: Budget, context: AuthorizeContext): Promise<AuthorizeAnswer> {
   const state = stateOf(runtime)
+  if (context.trace) context.trace.failureCode = failureCode
   // Every decline answered is recorded: when the records are as far behind as memory may keep
   // them, the request is refused instead, with nothing decided, reserved or recorded (no payment
   // id is given out that could not be read back). Nothing was reserved on any path here.
