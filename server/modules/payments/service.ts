@@ -367,8 +367,9 @@ export async function authorizePayment(runtime: Runtime, orgId: string, input: A
   try {
     const answer = await authorizeWithin(runtime, orgId, input, { ...context, trace }, budget)
     const answeredAt = performance.now()
-    state.answerLatency.record(answeredAt - context.receivedAt)
-    if (state.slow.isSlow(answeredAt - context.receivedAt)) state.slow.add(slowEntry(trace, answer, context.receivedAt, answeredAt))
+    const tookMs = answeredAt - context.receivedAt
+    state.answerLatency.record(tookMs)
+    if (state.slow.isSlow(tookMs)) state.slow.add(slowEntry(trace, answer, context.receivedAt, answeredAt))
     return answer
   } finally {
     budget.end()
