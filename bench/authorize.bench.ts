@@ -28,6 +28,7 @@ import { HotBalances, deltasOf, type Posting } from '../server/ledger/hot-balanc
 import { parseAmount } from '../server/lib/money.ts'
 import { countAbove, histogramBetween, quantileBound, type HistogramSnapshot } from '../server/lib/histogram.ts'
 import { AuthorizePaymentBody } from '../server/modules/payments/model.ts'
+import { SLOW_AUTHORIZATIONS_KEPT, type SlowAuthorization } from '../server/modules/payments/service.ts'
 import { EMBEDDED_IN_MEMORY, openDatabase } from '../db/client.ts'
 import { TcpProxy } from '../test/support/tcp-proxy.ts'
 import { createWebhookLoad } from './webhook-receivers.ts'
@@ -251,21 +252,13 @@ interface SlowAnswer {
   paymentId: string | null
 }
 
-/** One entry of the server's slow-authorization log (`GET /ops/v1/payments/slow`). */
-interface ServerSlowEntry {
-  paymentId: string | null
-  arrivedAtMs: number
-  totalMs: number
-  phases: { beforeWriterMs: number; queuedMs: number; commitMs: number; afterCommitMs: number } | null
-}
-
 /**
  * Where the answers slower than `SLOW_MS` spent their time, summed over them (ms). For an answer the
  * server's log has (by payment id): the generator sending late, the request waiting before the server
  * read it (kernel queues, the server's loop busy or not running), the server's phases (an approval's
  * four; a decline whole), and the answer's way back until the generator read it. An answer the log
  * does not have (under the log's threshold in the server, a refusal, or overwritten) has only its
- * lateness split off: the rest is `notInLogMs`.
+ * lateness split off: the rest is `notInLog`.
  */
 interface SlowBreakdown {
   thresholdMs: number
@@ -275,7 +268,7 @@ interface SlowBreakdown {
   ms: { late: number; toServer: number; beforeWriter: number; queued: number; commit: number; afterCommit: number; declineInServer: number; toGenerator: number; notInLog: number }
 }
 
-function whereSlowAnswersWent(slow: SlowAnswer[], log: { authorizations: ServerSlowEntry[] }): SlowBreakdown {
+function whereSlowAnswersWent(slow: SlowAnswer[], log: { authorizations: SlowAuthorization[] }): SlowBreakdown {
   const byId = new Map(log.authorizations.filter((entry) => entry.paymentId !== null).map((entry) => [entry.paymentId!, entry]))
   const ms = { late: 0, toServer: 0, beforeWriter: 0, queued: 0, commit: 0, afterCommit: 0, declineInServer: 0, toGenerator: 0, notInLog: 0 }
   let matched = 0
@@ -819,7 +812,7 @@ const markdown = [
   '',
   `### Where the answers over ${SLOW_MS} ms went`,
   '',
-  `Open loops: every answer that came ${SLOW_MS} ms or more after its request was due, its time split by the load generator's own clock and the server's slow-authorization log (\`GET /ops/v1/payments/slow\`, this benchmark's servers keeping every authorization that spent ${SLOW_LOG_SERVER_MS} ms or more in the server, the newest 4,096), matched by payment id on the machine's one wall clock. Summed over those answers: sent late by the generator; before the server read the request (kernel queues, the server's loop busy or not running); in the server before the ledger writer had it, queued behind the batch ahead, its batch's commit (the statement, the disk flush and reading the reply), after the commit; declines' whole time in the server; and back to the generator (the server writing the answer, the kernel, the generator reading it). An answer the log does not have (it spent under ${SLOW_LOG_SERVER_MS} ms in the server, was refused, or was overwritten by newer ones past capacity) has only its lateness split off.`,
+  `Open loops: every answer that came ${SLOW_MS} ms or more after its request was due, its time split by the load generator's own clock and the server's slow-authorization log (\`GET /ops/v1/payments/slow\`, this benchmark's servers keeping every authorization that spent ${SLOW_LOG_SERVER_MS} ms or more in the server, the newest ${SLOW_AUTHORIZATIONS_KEPT}), matched by payment id on the machine's one wall clock. Summed over those answers: sent late by the generator; before the server read the request (kernel queues, the server's loop busy or not running); in the server before the ledger writer had it, queued behind the batch ahead, its batch's commit (the statement, the disk flush and reading the reply), after the commit; declines' whole time in the server; and back to the generator (the server writing the answer, the kernel, the generator reading it). An answer the log does not have (it spent under ${SLOW_LOG_SERVER_MS} ms in the server, was refused, or was overwritten by newer ones past capacity) has only its lateness split off.`,
   '',
   `| group commit | load | answers over ${SLOW_MS} ms | in the server's log | sent late | before the server read it | before the writer | queued | commit | after the commit | declines in the server | back to the generator | not in the log |`,
   '|---|---|---|---|---|---|---|---|---|---|---|---|---|',
