@@ -58,10 +58,15 @@ export interface Config {
   requestThreadFirst: boolean
   /**
    * Authorizations slower than this (milliseconds from arrival to answer; `SLOW_AUTHORIZATION_MS`,
-   * default 3, the contract's p99 at 1000/s) are kept, the newest 4,096, with where their time went,
-   * for `GET /ops/v1/payments/slow`. 0 keeps every one.
+   * default 3, the contract's p99 at 1000/s) are kept, the newest `slowAuthorizationsKept`, with
+   * where their time went, for `GET /ops/v1/payments/slow`. 0 keeps every one.
    */
   slowAuthorizationMs: number
+  /**
+   * How many slow authorizations the log keeps, the newest (`SLOW_AUTHORIZATIONS_KEPT`, default
+   * 4,096, about 1 MB). A benchmark past capacity keeps more, so the whole of a run is in it.
+   */
+  slowAuthorizationsKept: number
   /** Largest number of connections the postgres.js pool opens. */
   databasePoolMax: number
   logRequests: boolean
@@ -79,6 +84,9 @@ export interface Config {
  * addresses derived from it must never receive real funds; production refuses to start with it.
  */
 export const SANDBOX_DEPOSIT_KEY_SEED_HEX = '6b617373612073616e64626f78206465706f736974207365656420763120ffff'
+
+/** How many slow authorizations the log keeps unless `SLOW_AUTHORIZATIONS_KEPT` says otherwise. */
+export const SLOW_AUTHORIZATIONS_KEPT_DEFAULT = 4096
 
 export class ConfigError extends Error {
   override name = 'ConfigError'
@@ -192,6 +200,7 @@ export function loadConfig(env: Environment = process.env): Config {
     loadShedding: readBoolean(env, 'LOAD_SHEDDING', true),
     requestThreadFirst: readBoolean(env, 'REQUEST_THREAD_FIRST', true),
     slowAuthorizationMs: readInteger(env, 'SLOW_AUTHORIZATION_MS', 3, 0, 500),
+    slowAuthorizationsKept: readInteger(env, 'SLOW_AUTHORIZATIONS_KEPT', SLOW_AUTHORIZATIONS_KEPT_DEFAULT, 1, 1_000_000),
     databasePoolMax: readInteger(env, 'DATABASE_POOL_MAX', 10, 1, 200),
     logRequests: readBoolean(env, 'LOG_REQUESTS', false),
     screeningBlocklist: readBlocklist(env),
@@ -234,6 +243,7 @@ export function configForTests(overrides: Partial<Config> = {}): Config {
     loadShedding: false,
     requestThreadFirst: false,
     slowAuthorizationMs: 3,
+    slowAuthorizationsKept: SLOW_AUTHORIZATIONS_KEPT_DEFAULT,
     databasePoolMax: 10,
     logRequests: false,
     screeningBlocklist: [],

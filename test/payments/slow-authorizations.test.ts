@@ -2,7 +2,8 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { startTestApp, type TestApp } from '../support/app.ts'
 import { stallWriter } from '../support/writer.ts'
 import { ledgerFixture, type LedgerFixture } from '../ledger/support.ts'
-import { SLOW_AUTHORIZATIONS_KEPT, type SlowAuthorization } from '../../server/modules/payments/service.ts'
+import type { SlowAuthorization } from '../../server/modules/payments/service.ts'
+import { SLOW_AUTHORIZATIONS_KEPT_DEFAULT } from '../../server/config.ts'
 
 interface SlowLogBody {
   thresholdMs: number
@@ -11,8 +12,8 @@ interface SlowLogBody {
   authorizations: SlowAuthorization[]
 }
 
-async function startWith(slowAuthorizationMs: number): Promise<{ app: TestApp; fx: LedgerFixture; payer: string }> {
-  const app = await startTestApp({ slowAuthorizationMs })
+async function startWith(slowAuthorizationMs: number, slowAuthorizationsKept = SLOW_AUTHORIZATIONS_KEPT_DEFAULT): Promise<{ app: TestApp; fx: LedgerFixture; payer: string }> {
+  const app = await startTestApp({ slowAuthorizationMs, slowAuthorizationsKept })
   const fx = await ledgerFixture(app)
   const payer = await fx.mint('card-holder')
   await fx.fund(payer, '100')
@@ -98,7 +99,25 @@ describe('slow authorizations, above the threshold only', () => {
     }
   })
 
-  test('the log keeps a bounded number, the newest', () => {
-    expect(SLOW_AUTHORIZATIONS_KEPT).toBe(4096)
+  test('the log keeps a bounded number by default', () => {
+    expect(SLOW_AUTHORIZATIONS_KEPT_DEFAULT).toBe(4096)
+  })
+
+  test('SLOW_AUTHORIZATIONS_KEPT bounds the log: the newest are kept, every one counted', async () => {
+    const { app, fx, payer } = await startWith(0, 2)
+    try {
+      const ids: string[] = []
+      for (const amount of ['1', '2', '3']) {
+        const response = await fx.call('POST', '/v1/payments/authorize', { accountId: payer, asset: 'USDC', amount })
+        expect(response.status).toBe(201)
+        ids.push((response.body as { id: string }).id)
+      }
+      const log = await slowLog(app)
+      expect(log.recorded).toBe(3)
+      expect(log.kept).toBe(2)
+      expect(log.authorizations.map((entry) => entry.paymentId)).toEqual(ids.slice(1))
+    } finally {
+      await app.close()
+    }
   })
 })

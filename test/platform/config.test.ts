@@ -30,6 +30,7 @@ describe('loadConfig', () => {
       ledgerPipelineMinOperations: 32,
       loadShedding: true,
       slowAuthorizationMs: 3,
+      slowAuthorizationsKept: 4096,
     })
     expect(config.dataDir).toBe(resolve('.data'))
   })
@@ -49,6 +50,7 @@ describe('loadConfig', () => {
       LEDGER_PIPELINE_MIN_OPERATIONS: '8',
       LOAD_SHEDDING: 'off',
       SLOW_AUTHORIZATION_MS: '0',
+      SLOW_AUTHORIZATIONS_KEPT: '131072',
       LOG_REQUESTS: 'yes',
       DEPOSIT_KEY_SEED: 'C0'.repeat(32),
     })
@@ -66,6 +68,7 @@ describe('loadConfig', () => {
       ledgerPipelineMinOperations: 8,
       loadShedding: false,
       slowAuthorizationMs: 0,
+      slowAuthorizationsKept: 131072,
       logRequests: true,
       depositKeySeedHex: 'c0'.repeat(32),
     })
@@ -90,6 +93,8 @@ describe('loadConfig', () => {
     ['a non-boolean ALLOW_LOOPBACK_WEBHOOKS', { ALLOW_LOOPBACK_WEBHOOKS: 'maybe' }, 'ALLOW_LOOPBACK_WEBHOOKS'],
     ['a fractional SLOW_AUTHORIZATION_MS', { SLOW_AUTHORIZATION_MS: '2.5' }, 'SLOW_AUTHORIZATION_MS'],
     ['a SLOW_AUTHORIZATION_MS past the budget', { SLOW_AUTHORIZATION_MS: '501' }, 'SLOW_AUTHORIZATION_MS'],
+    ['a SLOW_AUTHORIZATIONS_KEPT of none', { SLOW_AUTHORIZATIONS_KEPT: '0' }, 'SLOW_AUTHORIZATIONS_KEPT'],
+    ['a SLOW_AUTHORIZATIONS_KEPT over a million', { SLOW_AUTHORIZATIONS_KEPT: '1000001' }, 'SLOW_AUTHORIZATIONS_KEPT'],
   ])('refuses %s with a message naming the variable', (_name, env, variable) => {
     const error = configError(env)
     expect(error.message).toContain(variable)

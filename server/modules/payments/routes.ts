@@ -13,6 +13,7 @@ import type { Runtime } from '../../runtime.ts'
 import { AuthorizePaymentBody, CapturePaymentBody, ListPaymentsQuery, Payment, PaymentList } from './model.ts'
 import * as service from './service.ts'
 import { DECLINE_BACKLOG_MAX } from './repo.ts'
+import { SLOW_AUTHORIZATIONS_KEPT_DEFAULT } from '../../config.ts'
 
 
 const STATES_DOC =
@@ -87,7 +88,7 @@ export function paymentsOpsRoutes(runtime: Runtime) {
       response: SlowAuthorizations,
       detail: apiDoc('Slow authorizations of this instance', 'Operators', {
         security: 'operator',
-        description: `The latest ${service.SLOW_AUTHORIZATIONS_KEPT} authorizations (at most) that took SLOW_AUTHORIZATION_MS or longer from reaching this instance to their answer, oldest first, with where each approval's time went. A caller on the same machine can set arrivedAtMs beside its own clock to see what happened before the server read the request and after it answered (the benchmark does: README, "Benchmarks").`,
+        description: `The latest SLOW_AUTHORIZATIONS_KEPT (default ${SLOW_AUTHORIZATIONS_KEPT_DEFAULT}) authorizations at most that took SLOW_AUTHORIZATION_MS or longer from reaching this instance to their answer, oldest first, with where each approval's time went. A caller on the same machine can set arrivedAtMs beside its own clock to see what happened before the server read the request and after it answered (the benchmark does: README, "Benchmarks").`,
       }),
     })
 }

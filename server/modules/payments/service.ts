@@ -120,9 +120,6 @@ interface AuthorizationTrace {
   queuedAt: number
 }
 
-/** How many slow authorizations the log keeps (the newest). */
-export const SLOW_AUTHORIZATIONS_KEPT = 4096
-
 /**
  * One authorization slower than the threshold, as `GET /ops/v1/payments/slow` gives it. Times are
  * milliseconds; `arrivedAtMs` is wall-clock (Unix epoch, fractional), so a caller can set it beside
@@ -158,7 +155,7 @@ function stateOf(runtime: Runtime): PaymentsState {
       declines: new repo.DeclineRecorder(runtime.db),
       writerQueue: new StandingQueue(AUTHORIZATION_P99_MS - AUTHORIZATION_ANSWER_MARGIN_MS, ADMISSION_INTERVAL_MS),
       answerLatency: new LatencyHistogram(),
-      slow: new SlowLog<SlowAuthorization>(runtime.config.slowAuthorizationMs, SLOW_AUTHORIZATIONS_KEPT),
+      slow: new SlowLog<SlowAuthorization>(runtime.config.slowAuthorizationMs, runtime.config.slowAuthorizationsKept),
       refusedUnrecordable: 0,
       stopped: false,
     }
