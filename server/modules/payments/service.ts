@@ -468,7 +468,14 @@ async function authorizeWithin(runtime: Runtime, orgId: string, input: Authorize
     return decline(runtime, row, code, account.externalId, budget, context)
   }
   const outcome = await budget.race(submitted.commit)
-  if (outcome.kind === 'done') return { kind: 'answer', body: submitted.body }
+  if (outcome.kind === 'done') {
+    if (performance.now() <= budget.deadline) return { kind: 'answer', body: submitted.body }
+    // Durable, but seen only after the decision was due: the thread ran late (past capacity), and
+    // the commit's reply was handled before the budget's timer had its turn. Answered as the timer
+    // would have answered, a fail-closed decline, with the write that landed released: an approval
+    // is never given after its deadline, when a caller may have stopped waiting for it.
+    return { kind: 'answer', body: failClosed(runtime, submitted.hold, submitted.commit, row, account.externalId, context) }
+  }
   if (outcome.kind === 'failed') {
     if (outcome.error instanceof IdempotencyKeyTaken) return replayTakenKey(runtime, orgId, context, budget)
     // Withdrawn by the writer because it could not have committed before the deadline: nothing was applied.

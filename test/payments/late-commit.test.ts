@@ -1,0 +1,63 @@
+import { afterAll, beforeAll, expect, test } from 'bun:test'
+import { sql } from 'drizzle-orm'
+import { queryRows } from '../../db/client.ts'
+import { AUTHORIZATION_ANSWER_MARGIN_MS, AUTHORIZATION_BUDGET_MS, configurePayments } from '../../server/modules/payments/service.ts'
+import type { TestApp, TestResponse } from '../support/app.ts'
+import { expectVerified, type LedgerFixture } from '../ledger/support.ts'
+import { fundedCardHolder } from './support.ts'
+
+// An app of its own: the writer's pace, which the slow commit below raises, steers later tests' batches.
+let app: TestApp
+let fx: LedgerFixture
+let payer: string
+
+beforeAll(async () => {
+  ;({ app, fx, payer } = await fundedCardHolder())
+})
+afterAll(async () => {
+  await app.close()
+})
+
+test('a commit whose reply is handled only after the decision was due is declined, never approved late, and the write that landed is released', async () => {
+  // The thread is busy past the deadline right as the commit comes back (a server running late
+  // past capacity): the reply is handled before the budget's timer gets its turn. The answer is
+  // the one the timer would have given.
+  const writer = app.kassa.runtime.ledger.writer as unknown as Record<string, (run: () => Promise<unknown>) => Promise<unknown>>
+  const execute = writer.execute!
+  const budgetMs = 200
+  const decidedWithinMs = budgetMs - Math.min(AUTHORIZATION_ANSWER_MARGIN_MS, budgetMs / 2)
+  writer.execute = async (run) => {
+    const calledAt = performance.now()
+    const rows = await execute.call(writer, run)
+    // Synchronously, so no timer can run meanwhile: the reply is handled past the deadline.
+    while (performance.now() - calledAt < decidedWithinMs + 50) {}
+    return rows
+  }
+  configurePayments(app.kassa.runtime, { budgetMs })
+  const before = await fx.balance(payer)
+  let response: TestResponse
+  try {
+    response = await fx.call('POST', '/v1/payments/authorize', { accountId: payer, asset: 'USDC', amount: '7' })
+  } finally {
+    writer.execute = execute
+    configurePayments(app.kassa.runtime, { budgetMs: AUTHORIZATION_BUDGET_MS })
+  }
+  expect(response.status).toBe(201)
+  expect(response.body).toMatchObject({ state: 'declined', failureCode: 'processing_timeout' })
+  let stored: TestResponse | undefined
+  for (let attempt = 0; attempt < 100; attempt++) {
+    await app.kassa.runtime.ledger.drain()
+    stored = await fx.call('GET', `/v1/payments/${response.body.id}`)
+    const hold = stored.body.holdId ? (await fx.call('GET', `/v1/holds/${stored.body.holdId}`)).body : undefined
+    if (hold?.state === 'released') break
+    await Bun.sleep(20)
+  }
+  expect(stored!.body).toMatchObject({ state: 'declined', failureCode: 'processing_timeout' })
+  expect((await fx.call('GET', `/v1/holds/${stored!.body.holdId}`)).body.state).toBe('released')
+  expect(await fx.balance(payer)).toEqual(before)
+  const capture = await fx.call('POST', `/v1/payments/${response.body.id}/capture`, {})
+  expect({ status: capture.status, code: capture.body.error.code }).toEqual({ status: 409, code: 'hold_not_active' })
+  const events = await queryRows<{ type: string }>(app.kassa.runtime.db, sql`select type from events where data->>'paymentId' = ${response.body.id} order by id`)
+  expect(events.map((row) => row.type)).toEqual(['payment.authorized', 'payment.declined'])
+  await expectVerified(app)
+})
