@@ -4,7 +4,7 @@ import { queryRows } from '../../db/client.ts'
 import { AUTHORIZATION_ANSWER_MARGIN_MS, AUTHORIZATION_BUDGET_MS, configurePayments } from '../../server/modules/payments/service.ts'
 import type { TestApp, TestResponse } from '../support/app.ts'
 import { expectVerified, type LedgerFixture } from '../ledger/support.ts'
-import { fundedCardHolder } from './support.ts'
+import { afterFailClosedRelease, fundedCardHolder } from './support.ts'
 
 // An app of its own: the writer's pace, which the slow commit below raises, steers later tests' batches.
 let app: TestApp
@@ -44,16 +44,8 @@ test('a commit whose reply is handled only after the decision was due is decline
   }
   expect(response.status).toBe(201)
   expect(response.body).toMatchObject({ state: 'declined', failureCode: 'processing_timeout' })
-  let stored: TestResponse | undefined
-  for (let attempt = 0; attempt < 100; attempt++) {
-    await app.kassa.runtime.ledger.drain()
-    stored = await fx.call('GET', `/v1/payments/${response.body.id}`)
-    const hold = stored.body.holdId ? (await fx.call('GET', `/v1/holds/${stored.body.holdId}`)).body : undefined
-    if (hold?.state === 'released') break
-    await Bun.sleep(20)
-  }
-  expect(stored!.body).toMatchObject({ state: 'declined', failureCode: 'processing_timeout' })
-  expect((await fx.call('GET', `/v1/holds/${stored!.body.holdId}`)).body.state).toBe('released')
+  // The write landed; the fail-closed release follows it.
+  await afterFailClosedRelease(app, fx, response.body.id)
   expect(await fx.balance(payer)).toEqual(before)
   const capture = await fx.call('POST', `/v1/payments/${response.body.id}/capture`, {})
   expect({ status: capture.status, code: capture.body.error.code }).toEqual({ status: 409, code: 'hold_not_active' })

@@ -17,7 +17,7 @@ import { AUTHORIZATION_ANSWER_MARGIN_MS, AUTHORIZATION_BUDGET_MS, AUTHORIZATION_
 import { callApp, restartOnSameDatabase, type TestApp, type TestResponse } from '../support/app.ts'
 import { holdCalls, stallWriter as stallLedgerWriter, whileExpiryCommits } from '../support/writer.ts'
 import { expectVerified, ledgerFixture, ledgerState, type LedgerFixture } from '../ledger/support.ts'
-import { fundedCardHolder } from './support.ts'
+import { afterFailClosedRelease, fundedCardHolder } from './support.ts'
 
 let app: TestApp
 let fx: LedgerFixture
@@ -405,16 +405,7 @@ describe('fail closed', () => {
       configurePayments(app.kassa.runtime, { budgetMs: AUTHORIZATION_BUDGET_MS })
     }
     // The late write lands; the fail-closed release follows it.
-    let stored: TestResponse | undefined
-    for (let attempt = 0; attempt < 100; attempt++) {
-      await app.kassa.runtime.ledger.drain()
-      stored = await fx.call('GET', `/v1/payments/${response.body.id}`)
-      const hold = stored.body.holdId ? (await fx.call('GET', `/v1/holds/${stored.body.holdId}`)).body : undefined
-      if (hold?.state === 'released') break
-      await Bun.sleep(20)
-    }
-    expect(stored!.body).toMatchObject({ state: 'declined', failureCode: 'processing_timeout' })
-    expect((await fx.call('GET', `/v1/holds/${stored!.body.holdId}`)).body.state).toBe('released')
+    await afterFailClosedRelease(app, fx, response.body.id)
     expect(await fx.balance(payer)).toEqual(before)
     await expectRefused(() => fx.call('POST', `/v1/payments/${response.body.id}/capture`, {}), 409, 'hold_not_active')
     await expectRefused(() => fx.call('POST', `/v1/payments/${response.body.id}/void`), 409, 'hold_not_active')

@@ -1,4 +1,5 @@
-import { startTestApp, type TestApp } from '../support/app.ts'
+import { expect } from 'bun:test'
+import { startTestApp, type TestApp, type TestResponse } from '../support/app.ts'
 import { ledgerFixture, type LedgerFixture } from '../ledger/support.ts'
 
 /** A test app with an organization whose card holder (`card-holder`) is funded with 100 USDC. */
@@ -8,4 +9,22 @@ export async function fundedCardHolder(): Promise<{ app: TestApp; fx: LedgerFixt
   const payer = await fx.mint('card-holder')
   await fx.fund(payer, '100')
   return { app, fx, payer }
+}
+
+/**
+ * A fail-closed decline whose late write landed, once its release has landed too: read back after
+ * each drain of the writer until its hold is released. Answers the payment as stored.
+ */
+export async function afterFailClosedRelease(app: TestApp, fx: LedgerFixture, paymentId: string): Promise<TestResponse> {
+  let stored: TestResponse | undefined
+  for (let attempt = 0; attempt < 100; attempt++) {
+    await app.kassa.runtime.ledger.drain()
+    stored = await fx.call('GET', `/v1/payments/${paymentId}`)
+    const hold = stored.body.holdId ? (await fx.call('GET', `/v1/holds/${stored.body.holdId}`)).body : undefined
+    if (hold?.state === 'released') break
+    await Bun.sleep(20)
+  }
+  expect(stored!.body).toMatchObject({ state: 'declined', failureCode: 'processing_timeout' })
+  expect((await fx.call('GET', `/v1/holds/${stored!.body.holdId}`)).body.state).toBe('released')
+  return stored!
 }
