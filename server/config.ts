@@ -64,7 +64,7 @@ export interface Config {
   slowAuthorizationMs: number
   /**
    * How many slow authorizations the log keeps, the newest (`SLOW_AUTHORIZATIONS_KEPT`, default
-   * 4,096, about 1 MB). A benchmark past capacity keeps more, so the whole of a run is in it.
+   * 4,096). A benchmark past capacity keeps more, so the whole of a run is in it.
    */
   slowAuthorizationsKept: number
   /** Largest number of connections the postgres.js pool opens. */
