@@ -278,8 +278,8 @@ interface SlowBreakdown {
   ms: { late: number; toServer: number; beforeWriter: number; queued: number; commit: number; afterCommit: number; declineInServer: number; toGenerator: number; notInLog: number }
 }
 
-function whereSlowAnswersWent(answers: SlowAnswer[], byId: Map<string, SlowAuthorization>, thresholdMs: number, strictlyOver = false): SlowBreakdown {
-  const slow = answers.filter((answer) => (strictlyOver ? answer.answeredAt - answer.dueAt > thresholdMs : answer.answeredAt - answer.dueAt >= thresholdMs))
+/** `slow`: the answers over `thresholdMs`, already picked by the caller. */
+function whereSlowAnswersWent(slow: SlowAnswer[], byId: Map<string, SlowAuthorization>, thresholdMs: number): SlowBreakdown {
   const ms = { late: 0, toServer: 0, beforeWriter: 0, queued: 0, commit: 0, afterCommit: 0, declineInServer: 0, toGenerator: 0, notInLog: 0 }
   const kinds: Record<string, number> = {}
   let matched = 0
@@ -605,8 +605,9 @@ async function openLoop(base: string, serverPid: number, targets: Target[], rate
   const after = await serverStats(base)
   const slowLog = (await call(base, 'GET', '/ops/v1/payments/slow', OPERATOR_TOKEN)).body as { authorizations: SlowAuthorization[] }
   const byId = new Map(slowLog.authorizations.filter((entry) => entry.paymentId !== null).map((entry) => [entry.paymentId!, entry]))
+  // The recorder keeps only the answers over SLOW_MS; of them, those over the budget.
   const slowAnswers = whereSlowAnswersWent(recorder.slow, byId, SLOW_MS)
-  const overBudgetAnswers = whereSlowAnswersWent(recorder.slow, byId, BUDGET_MS, true)
+  const overBudgetAnswers = whereSlowAnswersWent(recorder.slow.filter((answer) => answer.answeredAt - answer.dueAt > BUDGET_MS), byId, BUDGET_MS)
   // Until the last answer: a server that falls behind is credited only with what it answered.
   const elapsed = Math.max(DURATION_MS, recorder.lastAnsweredAt - drivenFrom)
   return {
