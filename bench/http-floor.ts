@@ -14,14 +14,18 @@
  * - `kassa-hooks`: the same app answering the fixed payment from a last request hook, after its own
  *   request hooks (arrival, request id, operator and API-key authentication, rate limiting) and
  *   before routing, parsing, validation and the route. What `kassa` costs beyond it is the route:
- *   Elysia's steps for it, the body, the decision and the answer.
+ *   Elysia's steps for it, the body, the decision and the answer;
+ * - `kassa-shed`: the same app with its load shedder shedding every authorization: what a refusal
+ *   past capacity costs the server (429, in front of the app), the answer it gives most requests
+ *   there.
  * The same keep-alive client as `npm run bench` (bench/http-client.ts) keeps
  * HTTP_FLOOR_CONNECTIONS requests in flight for HTTP_FLOOR_DURATION_MS after a 2 s warm-up, or,
  * with HTTP_FLOOR_RATE, sends that many a second from a warm pool, paced as the benchmark's open
  * loops (each server then wakes for the same requests, where a closed loop lets a slower server
  * carry more requests per wake). This prints the throughput and the CPU per request of the server
  * (all of it, and its main thread, from /proc) and of the generator. Answers other than an approval
- * are counted and printed. HTTP_FLOOR_BUN_ARGS adds arguments to the server's `bun` (a profile:
+ * (a refusal, for `kassa-shed`) are counted and printed. HTTP_FLOOR_BUN_ARGS adds arguments to the
+ * server's `bun` (a profile:
  * `--cpu-prof --cpu-prof-md --cpu-prof-dir=/tmp/prof`, written when the run ends).
  *
  *   ./node_modules/.bin/bun bench/http-floor.ts          (bun, elysia and kassa, one after the other)
@@ -61,8 +65,8 @@ interface Ready {
 
 /** The child: one of the servers, until it is killed. Prints one line of JSON (`Ready`) once it listens. */
 async function serve(kind: string): Promise<void> {
-  if (kind === 'kassa' || kind === 'kassa-hooks') {
-    console.log(JSON.stringify(await serveKassa(kind === 'kassa-hooks')))
+  if (kind === 'kassa' || kind === 'kassa-hooks' || kind === 'kassa-shed') {
+    console.log(JSON.stringify(await serveKassa(kind)))
     return
   }
   if (kind === 'bun') {
@@ -90,8 +94,8 @@ async function serve(kind: string): Promise<void> {
   console.log(JSON.stringify({ port: app.server!.port! } satisfies Ready))
 }
 
-/** Kassa's app with the writer answering at once (see the header), listening on PORT; with `hooksOnly`, answering from a last request hook. */
-async function serveKassa(hooksOnly: boolean): Promise<Ready> {
+/** Kassa's app with the writer answering at once (see the header), listening on PORT; `kassa-hooks` answers from a last request hook, `kassa-shed` sheds every authorization. */
+async function serveKassa(kind: 'kassa' | 'kassa-hooks' | 'kassa-shed'): Promise<Ready> {
   const { EMBEDDED_IN_MEMORY, openDatabase } = await import('../db/client.ts')
   const { createApp } = await import('../server/app.ts')
   const { configForTests } = await import('../server/config.ts')
@@ -100,7 +104,13 @@ async function serveKassa(hooksOnly: boolean): Promise<Ready> {
   const org = await inProcessFundedOrg(kassa, 16, '10000000')
   skipLedgerWrites(kassa)
   // Request hooks run in the order they were added: this one runs after all of Kassa's.
-  if (hooksOnly) kassa.app.onRequest(() => new Response(ANSWER, { status: 201, headers: { 'content-type': 'application/json' } }))
+  if (kind === 'kassa-hooks') kassa.app.onRequest(() => new Response(ANSWER, { status: 201, headers: { 'content-type': 'application/json' } }))
+  if (kind === 'kassa-shed') {
+    const { LoadShedder } = await import('../server/platform/load-shedder.ts')
+    // Late from the first tick, every authorization shed; no clock feeds it, so it stays so.
+    kassa.runtime.shedder = new LoadShedder({ lateMs: 0, lateTicks: 1, stepUp: 1, stepDown: 0, busyShare: 0 })
+    kassa.runtime.shedder.observe(1)
+  }
   kassa.app.listen({ port: PORT })
   return { ...org, port: kassa.app.server!.port! }
 }
@@ -135,9 +145,10 @@ async function measure(kind: string): Promise<void> {
     let answered = 0
     let sent = 0
     const other = new Map<string, number>()
+    const expected = kind === 'kassa-shed' ? (answer: HttpAnswer) => answer.status === 429 : (answer: HttpAnswer) => answer.status === 201 && answer.body.includes('"state":"authorized"')
     const tally = (answer: HttpAnswer) => {
       answered += 1
-      if (answer.status !== 201 || !answer.body.includes('"state":"authorized"')) {
+      if (!expected(answer)) {
         const kind = `${answer.status} ${answer.body.slice(0, 120)}`
         other.set(kind, (other.get(kind) ?? 0) + 1)
       }

@@ -11,7 +11,7 @@ import { depositsRoutes, suspenseOpsRoutes } from './modules/deposits/routes.ts'
 import { startDeposits } from './modules/deposits/service.ts'
 import { balancesRoutes, sandboxFundingRoutes } from './modules/balances/routes.ts'
 import { holdsRoutes } from './modules/holds/routes.ts'
-import { authorizationShedPlugin, paymentsOpsRoutes, paymentsRoutes } from './modules/payments/routes.ts'
+import { paymentsOpsRoutes, paymentsRoutes, withAuthorizationShed } from './modules/payments/routes.ts'
 import { startPayments } from './modules/payments/service.ts'
 import { startHoldExpiry } from './modules/holds/service.ts'
 import { eventsOpsRoutes, eventsRoutes } from './modules/events/routes.ts'
@@ -40,13 +40,16 @@ export function buildApp(runtime: Runtime) {
   purge.unref()
   runtime.stoppers.push(() => clearInterval(purge))
   const access = accessPlugin(idempotency)
-  let app = new Elysia({ name: 'kassa', normalize: false })
+  // The load shedder answers in front of the app, before Elysia's router and request hooks: Bun's
+  // router sends authorizations to it (`serve.routes`, which a listening app gives Bun beside
+  // Elysia's own), and it passes what it does not shed to the app.
+  const front = withAuthorizationShed(runtime, (request) => app.fetch(request))
+  let app = new Elysia({ name: 'kassa', normalize: false, serve: { routes: front.routes } })
     .use(arrivalPlugin())
     .use(errorsPlugin({ onErrorResponse: (request, error, response) => recordIdempotentFailure(idempotency, request, error, response) }))
     .use(jsonBodyPlugin(runtime.config.bodyLimitBytes))
     .use(operatorAuthPlugin(runtime))
     .use(apiKeyAuthPlugin(runtime))
-    .use(authorizationShedPlugin(runtime))
     .use(openapiPlugin())
     .get('/health', () => ({ status: 'ok', environment: runtime.config.serviceEnv }), { detail: { hide: true } })
     .use(orgsOpsRoutes(runtime))
@@ -76,14 +79,19 @@ export function buildApp(runtime: Runtime) {
   startWithdrawals(runtime)
   startChain(runtime)
   startDeposits(runtime)
-  return app
+  return { app, handle: front.handle }
 }
 
-export type App = ReturnType<typeof buildApp>
+export type App = ReturnType<typeof buildApp>['app']
 
 export interface Kassa {
   app: App
   runtime: Runtime
+  /**
+   * One request through the app as a listening server answers it, the load shedder in front
+   * included (`app.handle` alone starts at Elysia's router, behind the shedder).
+   */
+  handle(request: Request): Promise<Response>
   close(): Promise<void>
 }
 
@@ -92,12 +100,13 @@ export async function createApp(config: Config, options: RuntimeOptions = {}): P
   const runtime = await createRuntime(config, options)
   // Payments own some holds; they must be known before the hold sweeper starts.
   await startPayments(runtime)
-  const app = buildApp(runtime)
+  const { app, handle } = buildApp(runtime)
   // Delivery runs beside the request path and never inside it: requests only write events.
   await startWebhookDelivery(runtime)
   return {
     app,
     runtime,
+    handle: async (request) => handle(request),
     async close() {
       if (app.server) await app.stop()
       await closeRuntime(runtime)

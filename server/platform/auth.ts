@@ -55,6 +55,24 @@ function authenticate(runtime: Runtime, request: Request): CachedKey | undefined
   return result.key
 }
 
+/**
+ * The key a request presents when it authenticates now and is not a publishable key (so a route
+ * needing a secret key would admit it); undefined for anything else, and never a refusal: for code
+ * in front of the app that acts only on such requests and leaves every other to the app, which
+ * refuses it as ever (401, 403).
+ */
+export function secretKeyOf(runtime: Runtime, request: Request): CachedKey | undefined {
+  let presented: string | undefined
+  try {
+    presented = presentedKey(request)
+  } catch {
+    return undefined
+  }
+  if (presented === undefined) return undefined
+  const result = runtime.keys.lookup(presented, runtime.clock.wallNowMs())
+  return result.ok && result.key.type !== 'publishable' ? result.key : undefined
+}
+
 function limitFor(runtime: Runtime, key: CachedKey | undefined): number {
   if (key === undefined) return ANONYMOUS_RATE_LIMIT
   if (key.type === 'publishable') return PUBLISHABLE_KEY_RATE_LIMIT

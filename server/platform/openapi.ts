@@ -133,8 +133,8 @@ Fixed 60-second windows, exact across instances: 1000 per minute per secret or t
 publishable key, 30 per source IP without a key. Every \`/v1\` response carries \`X-RateLimit-Limit\` and
 \`X-RateLimit-Remaining\`; a 429 carries \`Retry-After\` (seconds). Past an instance's capacity,
 \`POST /v1/payments/authorize\` may also answer 429 \`rate_limited\` (\`Retry-After: 1\`) when the instance
-sheds load: refused before its body is read, nothing authorized or recorded, an \`Idempotency-Key\` not used
-up, so the same request can be sent again.
+sheds load: refused before the request is read past its key, nothing authorized or recorded, an \`Idempotency-Key\` not
+used up, so the same request can be sent again; such a refusal has no rate headers and is not counted against the key's limit.
 `
 
 /**

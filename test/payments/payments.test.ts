@@ -504,7 +504,7 @@ describe('past capacity', () => {
 })
 
 describe('load shedding', () => {
-  test('while the thread sheds, an authorization is refused 429 before its body is read: nothing decided, reserved or recorded, its key not used up; other requests and routes are untouched', async () => {
+  test('while the thread sheds, an authorization is refused 429 in front of the app: nothing decided, reserved or recorded, its key not used up, its rate limit not counted; other requests and routes are untouched', async () => {
     const runtime = app.kassa.runtime
     const configured = runtime.shedder
     // The shedder's trigger (the loop late tick after tick) is tested in
@@ -533,9 +533,11 @@ describe('load shedding', () => {
       expect(refused.headers.get('retry-after')).toBe('1')
       expect(refused.headers.get('x-request-id')).toBe(refused.body.error.requestId)
       expect(refused.headers.get('content-type')).toBe('application/json')
-      // Counted against the key's window like any request: authentication and rate limiting ran first.
-      expect(Number(refused.headers.get('x-ratelimit-limit'))).toBeGreaterThan(0)
-      expect(refused.headers.get('x-ratelimit-remaining')).not.toBeNull()
+      // Refused in front of the app: not counted against the key's rate limit (it was not served).
+      expect(refused.headers.get('x-ratelimit-limit')).toBeNull()
+      const remaining = Number((await fx.call('GET', '/v1/payments?limit=1')).headers.get('x-ratelimit-remaining'))
+      await authorize('1')
+      expect(Number((await fx.call('GET', '/v1/payments?limit=1')).headers.get('x-ratelimit-remaining'))).toBe(remaining - 1)
 
       // The body is never read: a keyed request, a malformed body and one past the body limit are
       // refused alike, and no key is claimed.
@@ -560,8 +562,8 @@ describe('load shedding', () => {
       expect((await fx.call('GET', `/v1/payments/${held.body.id}`)).body.state).toBe('voided')
       expect((await fx.call('GET', '/v1/payments?limit=1')).status).toBe(200)
 
-      expect(shedder.shed).toBe(4)
-      expect((await app.ops('GET', '/ops/v1/payments/stats')).body.shedding).toEqual({ enabled: true, share: 1, shed: 4, stalls: 0 })
+      expect(shedder.shed).toBe(5)
+      expect((await app.ops('GET', '/ops/v1/payments/stats')).body.shedding).toEqual({ enabled: true, share: 1, shed: 5, stalls: 0 })
       // Nothing of the four was decided, reserved or recorded.
       expect({ ledger: await ledgerState(app), payments: await paymentCount() }).toEqual(before)
     } finally {
@@ -574,6 +576,46 @@ describe('load shedding', () => {
     expect(retried.headers.get('idempotent-replayed')).toBeNull()
     expect((await app.ops('GET', '/ops/v1/payments/stats')).body.shedding.enabled).toBe(configured !== undefined)
     expect((await fx.call('POST', `/v1/payments/${retried.body.id}/void`)).body.state).toBe('voided')
+    await expectVerified(app)
+  })
+
+  test('a listening server sheds in front of the app, from Bun\'s own router, and passes what it does not shed to the app', async () => {
+    const runtime = app.kassa.runtime
+    const configured = runtime.shedder
+    const shedder = new LoadShedder({ lateMs: 5, lateTicks: 1, stepUp: 1, stepDown: 0, busyShare: 0 }, () => 0)
+    app.kassa.app.listen({ port: 0, hostname: '127.0.0.1' })
+    const base = `http://127.0.0.1:${app.kassa.app.server!.port}`
+    const send = (path: string, body?: unknown) =>
+      fetch(`${base}${path}`, {
+        method: body === undefined ? 'GET' : 'POST',
+        headers: { authorization: `Bearer ${fx.org.testKey}`, 'content-type': 'application/json' },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      })
+    const order = { accountId: payer, asset: 'USDC', amount: '1' }
+    try {
+      runtime.shedder = shedder
+      // Not shedding: through the front to the app.
+      const approved = await send('/v1/payments/authorize', order)
+      const payment = (await approved.json()) as { id: string; state: string }
+      expect([approved.status, payment.state]).toEqual([201, 'authorized'])
+      expect(approved.headers.get('x-ratelimit-limit')).not.toBeNull()
+      shedder.observe(50)
+      const shed = await send('/v1/payments/authorize', order)
+      expect(shed.status).toBe(429)
+      expect(((await shed.json()) as { error: { code: string; message: string } }).error).toMatchObject({ code: 'rate_limited', message: expect.stringContaining('past its capacity') })
+      // No request hook of the app ran: no rate headers.
+      expect(shed.headers.get('x-ratelimit-limit')).toBeNull()
+      expect(shed.headers.get('retry-after')).toBe('1')
+      expect(shedder.shed).toBe(1)
+      // Everything else reaches the app as ever.
+      expect((await send(`/v1/payments/${payment.id}`)).status).toBe(200)
+      expect((await fetch(`${base}/v1/payments/authorize`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(order) })).status).toBe(401)
+      runtime.shedder = configured
+      expect(((await (await send(`/v1/payments/${payment.id}/void`, {})).json()) as { state: string }).state).toBe('voided')
+    } finally {
+      runtime.shedder = configured
+      await app.kassa.app.stop()
+    }
     await expectVerified(app)
   })
 })

@@ -7,7 +7,7 @@ export interface TestApp {
   kassa: Kassa
   database: TestDatabase
   config: Config
-  /** Sends a request through `app.handle`; a JSON body is serialized and typed. */
+  /** Sends a request through `kassa.handle` (as a listening server answers it); a JSON body is serialized and typed. */
   call(method: string, path: string, options?: CallOptions): Promise<TestResponse>
   /** Calls the operator API with the operator token. */
   ops(method: string, path: string, body?: unknown): Promise<TestResponse>
@@ -36,7 +36,7 @@ export interface TestOrg {
   publishableKeyId: string
 }
 
-/** Sends a request to an app through `app.handle`; a JSON body is serialized and the answer parsed. */
+/** Sends a request to an app through `kassa.handle`; a JSON body is serialized and the answer parsed. */
 export async function callApp(kassa: Kassa, method: string, path: string, options: CallOptions = {}): Promise<TestResponse> {
   const headers = new Headers(options.headers)
   if (options.key !== undefined) headers.set('authorization', `Bearer ${options.key}`)
@@ -45,7 +45,7 @@ export async function callApp(kassa: Kassa, method: string, path: string, option
     body = JSON.stringify(options.body)
     if (!headers.has('content-type')) headers.set('content-type', 'application/json')
   }
-  const response = await kassa.app.handle(new Request(`http://kassa.test${path}`, { method, headers, body }))
+  const response = await kassa.handle(new Request(`http://kassa.test${path}`, { method, headers, body }))
   const text = await response.text()
   let parsed: unknown = text
   try {

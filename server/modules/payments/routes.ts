@@ -4,10 +4,11 @@ import { ApiError } from '../../lib/errors.ts'
 import { jsonResponse, replayResponse, type AccessPlugin } from '../../platform/access.ts'
 import { arrivalOf } from '../../platform/arrival.ts'
 import { idempotencyKeyOf, requestHashOf, type IdempotencyStore, type InlineIdempotency } from '../../platform/idempotency.ts'
-import { principalOf } from '../../platform/auth.ts'
+import { secretKeyOf } from '../../platform/auth.ts'
 import { pathnameOf } from '../../lib/url.ts'
+import { newId } from '../../lib/ids.ts'
 import { apiDoc } from '../../platform/openapi.ts'
-import { errorAnswer } from '../../platform/errors.ts'
+import { errorResponse } from '../../platform/errors.ts'
 import { histogramSchema } from '../../ledger/ops-routes.ts'
 import type { Runtime } from '../../runtime.ts'
 import { AuthorizePaymentBody, CapturePaymentBody, ListPaymentsQuery, Payment, PaymentList } from './model.ts'
@@ -23,27 +24,38 @@ const REFUSALS_DOC = 'Refused with hold_not_active (409) unless the payment is a
 const AUTHORIZE_PATH = '/v1/payments/authorize'
 
 /**
- * Load shedding: a request hook, right after authentication and rate limiting, that refuses the
- * authorizations the shedder picks with 429 `rate_limited` and `Retry-After`, before their body is
- * read: nothing is decided, reserved or recorded, no payment id is given out, and an
- * Idempotency-Key is not used up, so the request can be sent again as it was. It reads nothing
- * unless the shedder is shedding. Past capacity the server's one thread is the bottleneck: a
- * refusal costs it (and the database: nothing to record) far less than a decline would, which is
- * what lets shedding bring the thread back under its load (the README, "Load shedding").
+ * Load shedding, in front of the app: while the shedder sheds, the authorizations it picks are
+ * refused 429 `rate_limited` with `Retry-After` before the app sees them (no request hook, no
+ * routing, no body read): nothing is decided, reserved or recorded, no payment id is given out, and
+ * an Idempotency-Key is not used up, so the request can be sent again as it was. Only a request whose
+ * key authenticates and is not publishable can be shed; any other goes to the app, which refuses it
+ * as ever (401, 403). A shed request is not counted against its key's rate limit: it was not served.
+ * Past capacity the server's one thread is the bottleneck, and the refusal is what it spends on
+ * most requests there: in front of the app it cost the thread half as much as from a request hook
+ * after authentication and rate limiting (README, "Load shedding"). Answers undefined (and reads
+ * nothing but one property) unless the shedder is shedding.
  */
-export function authorizationShedPlugin(runtime: Runtime) {
-  return new Elysia({ name: 'kassa/authorization-shed' }).onRequest(({ request, set }) => {
-    // The cheap tests first: an ordinary request pays for one property read.
+export function authorizationShed(runtime: Runtime): (request: Request) => Response | undefined {
+  return (request) => {
     const shedder = runtime.shedder
-    if (shedder === undefined || shedder.currentShare === 0) return
-    if (request.method !== 'POST' || pathnameOf(request.url) !== AUTHORIZE_PATH) return
-    // A key the route would refuse is refused there (401 came first; a publishable key is 403).
-    const principal = principalOf(request)
-    if (principal === undefined || principal.keyType === 'publishable') return
-    if (!shedder.shouldShed()) return
-    // Answered here rather than thrown to the errors plugin: no stack trace, no error hook.
-    return errorAnswer(SHED_REFUSAL, request, set)
-  })
+    if (shedder === undefined || shedder.currentShare === 0) return undefined
+    if (secretKeyOf(runtime, request) === undefined || !shedder.shouldShed()) return undefined
+    return errorResponse(SHED_REFUSAL, newId('req'))
+  }
+}
+
+/**
+ * The app with the shedder in front of its authorization route: what a listening server answers
+ * `POST /v1/payments/authorize` with (Bun's own router dispatches to it before Elysia's), and what
+ * `handle` passes every request through.
+ */
+export function withAuthorizationShed(runtime: Runtime, fetch: (request: Request) => Response | Promise<Response>) {
+  const shed = authorizationShed(runtime)
+  const authorize = (request: Request) => shed(request) ?? fetch(request)
+  return {
+    routes: { [AUTHORIZE_PATH]: { POST: authorize } },
+    handle: (request: Request) => (request.method === 'POST' && pathnameOf(request.url) === AUTHORIZE_PATH ? authorize(request) : fetch(request)),
+  }
 }
 
 /** A shed authorization's refusal; its text never changes, so it is made once. */
@@ -71,7 +83,7 @@ export function paymentsOpsRoutes(runtime: Runtime) {
         {
           enabled: t.Boolean({ description: 'Load shedding is on (LOAD_SHEDDING, on a Postgres server)' }),
           share: t.Number({ description: 'The share of authorizations refused at once right now, 0 to 1' }),
-          shed: t.Integer({ description: 'Authorizations shed since this instance started (refused 429 rate_limited before their body was read; nothing recorded)' }),
+          shed: t.Integer({ description: 'Authorizations shed since this instance started (refused 429 rate_limited in front of the app, before their body was read; nothing recorded)' }),
           stalls: t.Integer({
             description:
               'Late ticks of the event loop since this instance started that did not count toward shedding because its thread was stopped rather than busy (it neither ran nor waited for a core for most of the time: the host took the core away, or a blocking call); read from Linux schedstat, 0 where that is unavailable',
@@ -155,7 +167,7 @@ export function paymentsRoutes(runtime: Runtime, access: AccessPlugin, records: 
         body: AuthorizePaymentBody,
         response: { 201: Payment },
         detail: apiDoc('Authorize a payment', 'Payments', {
-          description: `Synchronous, answered within a hard budget of 500 ms. Approved: 201 with state authorized, the amount held on the account until capture, void or lapse. Declined: 201 with state declined and failureCode (insufficient_funds, account_frozen, limit_exceeded, amount_too_small, unsupported_asset; processing_timeout when the approval could not be made durable within the budget, or when the ledger writer's queue is past what the budget allows, processing_error when the database refused it). A declined authorization can never be captured. A decline is normally durable when answered; it is answered before its record is durable, and read from the answering instance's memory until then, when the database is failing, and past capacity when it has no Idempotency-Key and decline records are more than ${service.DECLINE_RECORD_LAG_MAX_MS} ms behind (a keyed decline still waits for its record within the budget, so its key answers the same everywhere). Every decline answered is recorded: when ${DECLINE_BACKLOG_MAX} declines already wait for their records on this instance (far past its capacity, or the database away for minutes), an authorization is refused 429 rate_limited with Retry-After instead, nothing of it authorized or recorded and no payment id given, so it can be sent again (its Idempotency-Key is not used up). The same 429 answers an authorization this instance sheds because its one thread is past its capacity (its event loop late tick after tick): refused after authentication and rate limiting and before its body is read, with Retry-After: 1, nothing of it decided or recorded (GET /ops/v1/payments/stats, shedding). Malformed input is 400 invalid_request; an unknown account is 404. ${STATES_DOC}`,
+          description: `Synchronous, answered within a hard budget of 500 ms. Approved: 201 with state authorized, the amount held on the account until capture, void or lapse. Declined: 201 with state declined and failureCode (insufficient_funds, account_frozen, limit_exceeded, amount_too_small, unsupported_asset; processing_timeout when the approval could not be made durable within the budget, or when the ledger writer's queue is past what the budget allows, processing_error when the database refused it). A declined authorization can never be captured. A decline is normally durable when answered; it is answered before its record is durable, and read from the answering instance's memory until then, when the database is failing, and past capacity when it has no Idempotency-Key and decline records are more than ${service.DECLINE_RECORD_LAG_MAX_MS} ms behind (a keyed decline still waits for its record within the budget, so its key answers the same everywhere). Every decline answered is recorded: when ${DECLINE_BACKLOG_MAX} declines already wait for their records on this instance (far past its capacity, or the database away for minutes), an authorization is refused 429 rate_limited with Retry-After instead, nothing of it authorized or recorded and no payment id given, so it can be sent again (its Idempotency-Key is not used up). The same 429 answers an authorization this instance sheds because its one thread is past its capacity (its event loop late tick after tick): refused in front of the rest of the request's handling (only a key that authenticates and is not publishable is shed; any other is answered as ever, 401 or 403), with Retry-After: 1 and without rate headers, not counted against the key's rate limit, nothing of it decided or recorded (GET /ops/v1/payments/stats, shedding). Malformed input is 400 invalid_request; an unknown account is 404. ${STATES_DOC}`,
         }),
       },
     )
