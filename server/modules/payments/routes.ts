@@ -31,9 +31,9 @@ const AUTHORIZE_PATH = '/v1/payments/authorize'
  * key authenticates and is not publishable can be shed; any other goes to the app, which refuses it
  * as ever (401, 403). A shed request is not counted against its key's rate limit: it was not served.
  * Past capacity the server's one thread is the bottleneck, and the refusal is what it spends on
- * most requests there: in front of the app it cost the thread half as much as from a request hook
- * after authentication and rate limiting (README, "Load shedding"). Answers undefined (and reads
- * nothing but one property) unless the shedder is shedding.
+ * most requests there: in front of the app it cost the thread about a third less than from a
+ * request hook after authentication and rate limiting (README, "Load shedding"). Answers undefined
+ * (and reads nothing but one property) unless the shedder is shedding.
  */
 export function authorizationShed(runtime: Runtime): (request: Request) => Response | undefined {
   return (request) => {
