@@ -106,9 +106,9 @@ async function serveKassa(kind: 'kassa' | 'kassa-hooks' | 'kassa-shed'): Promise
   // Request hooks run in the order they were added: this one runs after all of Kassa's.
   if (kind === 'kassa-hooks') kassa.app.onRequest(() => new Response(ANSWER, { status: 201, headers: { 'content-type': 'application/json' } }))
   if (kind === 'kassa-shed') {
-    const { LoadShedder } = await import('../server/platform/load-shedder.ts')
+    const { DEFAULT_SHEDDING, LoadShedder } = await import('../server/platform/load-shedder.ts')
     // Late from the first tick, every authorization shed; no clock feeds it, so it stays so.
-    kassa.runtime.shedder = new LoadShedder({ lateMs: 0, lateTicks: 1, stepUp: 1, stepDown: 0, busyShare: 0 })
+    kassa.runtime.shedder = new LoadShedder({ ...DEFAULT_SHEDDING, lateMs: 0, lateTicks: 1, stepUp: 1, stepDown: 0, busyShare: 0 })
     kassa.runtime.shedder.observe(1)
   }
   kassa.app.listen({ port: PORT })

@@ -25,9 +25,20 @@ export interface SheddingPolicy {
   stepDown: number
   /** A late tick counts only if the thread was busy at least this share of the time since the one before. */
   busyShare: number
+  /**
+   * Every sheddable request read while the loop's next tick is overdue by this much or more is
+   * shed, whatever the share: the share changes only between turns of the loop, and one turn that
+   * admits what it reads can run for seconds.
+   */
+  overdueMs: number
 }
 
 /**
+ * A turn overdue by 100 ms sheds all it still reads (the twenty-eighth machine's session): past
+ * capacity the thread ran one turn of 2.2 s there (from its schedstat: running, not waiting for a
+ * core), reading a backlog with the share low and admitting what it read, and the answers it owed
+ * crossed 500 ms. The share, moved only by the ticks between turns, cannot see inside one.
+ *
  * The share falls by 0.01 a tick on time, from all to none in a second: the `Retry-After` the
  * refusals carry. A faster fall (0.05, 200 ms) let the share drop to nothing between floods past
  * capacity, each flood read in long turns of the loop before the share rose again, and answers
@@ -35,7 +46,7 @@ export interface SheddingPolicy {
  * slowly, a share raised through every late tick of a backlog being read down stayed too high
  * (README, "Load shedding").
  */
-export const DEFAULT_SHEDDING: SheddingPolicy = { lateMs: 10, lateTicks: 2, stepUp: 0.25, stepDown: 0.01, busyShare: 0.5 }
+export const DEFAULT_SHEDDING: SheddingPolicy = { lateMs: 10, lateTicks: 2, stepUp: 0.25, stepDown: 0.01, busyShare: 0.5, overdueMs: 100 }
 
 export class LoadShedder {
   private share = 0
@@ -44,6 +55,8 @@ export class LoadShedder {
   private lastLagMs = 0
   /** Authorizations shed since start. */
   shed = 0
+  /** Of them, shed because they were read in a turn of the loop overdue by `overdueMs` or more. */
+  shedOverdue = 0
   /** Late ticks not counted since start because the thread was stopped, not busy. */
   stalls = 0
 
@@ -80,9 +93,21 @@ export class LoadShedder {
     return this.share
   }
 
-  /** Whether this request is shed (counted when it is). */
-  shouldShed(): boolean {
-    if (this.share === 0 || this.random() >= this.share) return false
+  /**
+   * Whether a request read now might be shed, `overdueMs` being how far past its due time the
+   * loop's next tick is (`LoopLag.overdueMs`): the cheap test before anything of the request is read.
+   */
+  mayShed(overdueMs: number): boolean {
+    return this.share > 0 || overdueMs >= this.policy.overdueMs
+  }
+
+  /** Whether this request is shed (counted when it is), read while the loop's next tick is `overdueMs` past due. */
+  shouldShed(overdueMs = 0): boolean {
+    if (overdueMs >= this.policy.overdueMs) {
+      this.shedOverdue += 1
+    } else if (this.share === 0 || this.random() >= this.share) {
+      return false
+    }
     this.shed += 1
     return true
   }

@@ -77,6 +77,16 @@ export class LoopLag {
     this.timer = undefined
   }
 
+  /**
+   * How far past its due time the loop's next tick is right now, in milliseconds (0 while it is not
+   * due yet, or the clock is stopped). Read inside a long turn of the loop, it is how long that
+   * turn has kept the thread from everything else: the ticks' lateness only tells it once the turn
+   * is over.
+   */
+  overdueMs(): number {
+    return this.timer === undefined ? 0 : Math.max(0, performance.now() - this.expectedAt)
+  }
+
   /** The largest lag of the current and the previous window, in milliseconds. */
   currentMs(): number {
     return Math.max(this.windowMaxMs, this.previousWindowMaxMs, this.timer === undefined ? 0 : Math.max(0, performance.now() - this.expectedAt))

@@ -12,7 +12,7 @@ import type { PaymentRow } from '../../server/ledger/writer.ts'
 import { newId } from '../../server/lib/ids.ts'
 import { DECLINE_BACKLOG_MAX, DeclineRecorder } from '../../server/modules/payments/repo.ts'
 import { inlineRecord } from '../../server/platform/idempotency.ts'
-import { LoadShedder } from '../../server/platform/load-shedder.ts'
+import { DEFAULT_SHEDDING, LoadShedder } from '../../server/platform/load-shedder.ts'
 import { AUTHORIZATION_ANSWER_MARGIN_MS, AUTHORIZATION_BUDGET_MS, AUTHORIZATION_P99_MS, configurePayments, DECLINE_RECORD_LAG_MAX_MS, declineRecorderOf } from '../../server/modules/payments/service.ts'
 import { callApp, restartOnSameDatabase, type TestApp, type TestResponse } from '../support/app.ts'
 import { holdCalls, stallWriter as stallLedgerWriter, whileExpiryCommits } from '../support/writer.ts'
@@ -509,7 +509,7 @@ describe('load shedding', () => {
     const configured = runtime.shedder
     // The shedder's trigger (the loop late tick after tick) is tested in
     // test/platform/load-shedder.test.ts; here it is set to shed everything.
-    const shedder = new LoadShedder({ lateMs: 5, lateTicks: 1, stepUp: 1, stepDown: 0, busyShare: 0 }, () => 0)
+    const shedder = new LoadShedder({ ...DEFAULT_SHEDDING, lateMs: 5, lateTicks: 1, stepUp: 1, stepDown: 0, busyShare: 0 }, () => 0)
     const held = await authorize('1')
     expect(held.body.state).toBe('authorized')
     const key = `shed-${Date.now()}`
@@ -563,7 +563,7 @@ describe('load shedding', () => {
       expect((await fx.call('GET', '/v1/payments?limit=1')).status).toBe(200)
 
       expect(shedder.shed).toBe(5)
-      expect((await app.ops('GET', '/ops/v1/payments/stats')).body.shedding).toEqual({ enabled: true, share: 1, shed: 5, stalls: 0 })
+      expect((await app.ops('GET', '/ops/v1/payments/stats')).body.shedding).toEqual({ enabled: true, share: 1, shed: 5, shedOverdue: 0, stalls: 0 })
       // Nothing of the four was decided, reserved or recorded.
       expect({ ledger: await ledgerState(app), payments: await paymentCount() }).toEqual(before)
     } finally {
@@ -579,10 +579,42 @@ describe('load shedding', () => {
     await expectVerified(app)
   })
 
+  test('an authorization read in a turn of the loop overdue by the policy\'s overdueMs is shed whatever the share, and the next turn admits again', async () => {
+    const runtime = app.kassa.runtime
+    const configured = runtime.shedder
+    const shedder = new LoadShedder(DEFAULT_SHEDDING, () => 0.999)
+    runtime.shedder = shedder
+    try {
+      expect(shedder.currentShare).toBe(0)
+      // Let the loop's clock tick, then hold the thread in one turn past the policy's overdueMs.
+      await Bun.sleep(30)
+      Bun.sleepSync(DEFAULT_SHEDDING.overdueMs + 50)
+      expect(runtime.loopLag.overdueMs()).toBeGreaterThanOrEqual(DEFAULT_SHEDDING.overdueMs)
+      // The front answers before the first await: still in the long turn.
+      const shed = await authorize('1')
+      expect([shed.status, shed.body.error.code]).toEqual([429, 'rate_limited'])
+      expect(shed.body.error.message).toContain('past its capacity')
+      expect([shedder.shed, shedder.shedOverdue]).toEqual([1, 1])
+      // A bad key is still the app's to refuse, long turn or not.
+      Bun.sleepSync(DEFAULT_SHEDDING.overdueMs + 50)
+      const badKey = await app.call('POST', '/v1/payments/authorize', { key: 'svc_test_' + '1'.repeat(40), body: { accountId: payer, asset: 'USDC', amount: '1' } })
+      expect(badKey.status).toBe(401)
+      // Once the clock has ticked again, authorizations are admitted: the share never rose.
+      await Bun.sleep(30)
+      const approved = await authorize('1')
+      expect([approved.status, approved.body.state]).toEqual([201, 'authorized'])
+      expect((await app.ops('GET', '/ops/v1/payments/stats')).body.shedding).toMatchObject({ share: 0, shed: 1, shedOverdue: 1 })
+      expect((await fx.call('POST', `/v1/payments/${approved.body.id}/void`)).body.state).toBe('voided')
+    } finally {
+      runtime.shedder = configured
+    }
+    await expectVerified(app)
+  })
+
   test('a listening server sheds in front of the app, from Bun\'s own router, and passes what it does not shed to the app', async () => {
     const runtime = app.kassa.runtime
     const configured = runtime.shedder
-    const shedder = new LoadShedder({ lateMs: 5, lateTicks: 1, stepUp: 1, stepDown: 0, busyShare: 0 }, () => 0)
+    const shedder = new LoadShedder({ ...DEFAULT_SHEDDING, lateMs: 5, lateTicks: 1, stepUp: 1, stepDown: 0, busyShare: 0 }, () => 0)
     app.kassa.app.listen({ port: 0, hostname: '127.0.0.1' })
     const base = `http://127.0.0.1:${app.kassa.app.server!.port}`
     const send = (path: string, body?: unknown) =>

@@ -8,6 +8,41 @@ function shedderWith(draws: number[] = []) {
 }
 
 describe('load shedding', () => {
+  test('a request read while the loop\'s next tick is overdue by overdueMs or more is shed whatever the share, and counted apart', () => {
+    const shedder = shedderWith()
+    expect(shedder.currentShare).toBe(0)
+    expect(shedder.mayShed(0)).toBe(false)
+    expect(shedder.mayShed(DEFAULT_SHEDDING.overdueMs - 1)).toBe(false)
+    expect(shedder.shouldShed(DEFAULT_SHEDDING.overdueMs - 1)).toBe(false)
+    expect(shedder.mayShed(DEFAULT_SHEDDING.overdueMs)).toBe(true)
+    expect(shedder.shouldShed(DEFAULT_SHEDDING.overdueMs)).toBe(true)
+    expect(shedder.shouldShed(5 * DEFAULT_SHEDDING.overdueMs)).toBe(true)
+    expect([shedder.shed, shedder.shedOverdue]).toEqual([2, 2])
+    // The share is the ticks' alone: a long turn does not raise it.
+    expect(shedder.currentShare).toBe(0)
+    // With a share, a draw under it sheds in an ordinary turn, counted as shed but not overdue.
+    const sharing = shedderWith([0.1])
+    for (let tick = 0; tick < 6; tick++) sharing.observe(50)
+    expect(sharing.mayShed(0)).toBe(true)
+    expect(sharing.shouldShed(0)).toBe(true)
+    expect([sharing.shed, sharing.shedOverdue]).toEqual([1, 0])
+  })
+
+  test('the loop\'s clock tells how long the current turn has kept its next tick waiting', async () => {
+    const lag = new LoopLag()
+    expect(lag.overdueMs()).toBe(0)
+    lag.start()
+    try {
+      await Bun.sleep(25)
+      // A tick was due at most 10 ms after the last one ran: 150 ms in one turn leaves it at least 140 ms overdue.
+      Bun.sleepSync(150)
+      expect(lag.overdueMs()).toBeGreaterThanOrEqual(140)
+    } finally {
+      lag.stop()
+    }
+    expect(lag.overdueMs()).toBe(0)
+  })
+
   test('one late tick is a stall and sheds nothing; late tick after tick is a standing lateness and sheds a growing share', () => {
     const shedder = shedderWith()
     // A full garbage collection or one slow step: the next tick is on time again.

@@ -15,6 +15,7 @@ import { AuthorizePaymentBody, CapturePaymentBody, ListPaymentsQuery, Payment, P
 import * as service from './service.ts'
 import { DECLINE_BACKLOG_MAX } from './repo.ts'
 import { SLOW_AUTHORIZATIONS_KEPT_DEFAULT } from '../../config.ts'
+import { DEFAULT_SHEDDING } from '../../platform/load-shedder.ts'
 
 
 const STATES_DOC =
@@ -24,7 +25,8 @@ const REFUSALS_DOC = 'Refused with hold_not_active (409) unless the payment is a
 const AUTHORIZE_PATH = '/v1/payments/authorize'
 
 /**
- * Load shedding, in front of the app: while the shedder sheds, the authorizations it picks are
+ * Load shedding, in front of the app: the authorizations the shedder picks (a share of them while
+ * the loop runs late tick after tick, and every one read while a turn of the loop runs long) are
  * refused 429 `rate_limited` with `Retry-After` before the app sees them (no request hook, no
  * routing, no body read): nothing is decided, reserved or recorded, no payment id is given out, and
  * an Idempotency-Key is not used up, so the request can be sent again as it was. Only a request whose
@@ -33,13 +35,15 @@ const AUTHORIZE_PATH = '/v1/payments/authorize'
  * Past capacity the server's one thread is the bottleneck, and the refusal is what it spends on
  * most requests there: in front of the app it cost the thread about a third less than from a
  * request hook after authentication and rate limiting (README, "Load shedding"). Answers undefined
- * (and reads nothing but one property) unless the shedder is shedding.
+ * (having read the clock and two properties) unless the shedder is shedding.
  */
 export function authorizationShed(runtime: Runtime): (request: Request) => Response | undefined {
   return (request) => {
     const shedder = runtime.shedder
-    if (shedder === undefined || shedder.currentShare === 0) return undefined
-    if (secretKeyOf(runtime, request) === undefined || !shedder.shouldShed()) return undefined
+    if (shedder === undefined) return undefined
+    const overdueMs = runtime.loopLag.overdueMs()
+    if (!shedder.mayShed(overdueMs)) return undefined
+    if (secretKeyOf(runtime, request) === undefined || !shedder.shouldShed(overdueMs)) return undefined
     return errorResponse(SHED_REFUSAL, newId('req'))
   }
 }
@@ -84,13 +88,16 @@ export function paymentsOpsRoutes(runtime: Runtime) {
           enabled: t.Boolean({ description: 'Load shedding is on (LOAD_SHEDDING, on a Postgres server)' }),
           share: t.Number({ description: 'The share of authorizations refused at once right now, 0 to 1' }),
           shed: t.Integer({ description: 'Authorizations shed since this instance started (refused 429 rate_limited in front of the app, before their body was read; nothing recorded)' }),
+          shedOverdue: t.Integer({
+            description: `Of them, those read while a turn of the event loop ran long (its next tick overdue by ${DEFAULT_SHEDDING.overdueMs} ms or more), shed whatever the share`,
+          }),
           stalls: t.Integer({
             description:
               'Late ticks of the event loop since this instance started that did not count toward shedding because its thread was stopped rather than busy (it neither ran nor waited for a core for most of the time: the host took the core away, or a blocking call); read from Linux schedstat, 0 where that is unavailable',
           }),
         },
         {
-          description: `Load shedding: while this instance's event loop runs late tick after tick (its one thread past capacity, not a single stall), a share of the authorizations is refused 429 rate_limited with Retry-After before their body is read (nothing decided, reserved or recorded, no payment id, an Idempotency-Key not used up: a refusal costs the thread and the database far less than a decline); the share grows while the lateness stands and falls back to 0 once ticks are on time. A tick late while the thread was stopped rather than busy counts as on time (stalls).`,
+          description: `Load shedding: while this instance's event loop runs late tick after tick (its one thread past capacity, not a single stall), a share of the authorizations is refused 429 rate_limited with Retry-After before their body is read (nothing decided, reserved or recorded, no payment id, an Idempotency-Key not used up: a refusal costs the thread and the database far less than a decline); the share grows while the lateness stands and falls back to 0 once ticks are on time. A tick late while the thread was stopped rather than busy counts as on time (stalls). Every authorization read while one turn of the loop has run long (its next tick ${DEFAULT_SHEDDING.overdueMs} ms or more overdue) is refused so too, whatever the share.`,
         },
       ),
     }),

@@ -382,14 +382,14 @@ export async function authorizePayment(runtime: Runtime, orgId: string, input: A
 export function paymentsStats(runtime: Runtime): {
   answerLatencyMs: HistogramSnapshot
   declineRecords: { waiting: number; oldestWaitMs: number; refused: number }
-  shedding: { enabled: boolean; share: number; shed: number; stalls: number }
+  shedding: { enabled: boolean; share: number; shed: number; shedOverdue: number; stalls: number }
 } {
   const state = stateOf(runtime)
   const shedder = runtime.shedder
   return {
     answerLatencyMs: state.answerLatency.snapshot(),
     declineRecords: { waiting: state.declines.backlog, oldestWaitMs: Math.round(state.declines.oldestWaitMs() * 100) / 100, refused: state.refusedUnrecordable },
-    shedding: { enabled: shedder !== undefined, share: Math.round((shedder?.currentShare ?? 0) * 100) / 100, shed: shedder?.shed ?? 0, stalls: shedder?.stalls ?? 0 },
+    shedding: { enabled: shedder !== undefined, share: Math.round((shedder?.currentShare ?? 0) * 100) / 100, shed: shedder?.shed ?? 0, shedOverdue: shedder?.shedOverdue ?? 0, stalls: shedder?.stalls ?? 0 },
   }
 }
 
