@@ -26,9 +26,11 @@ export interface SheddingPolicy {
   /** A late tick counts only if the thread was busy at least this share of the time since the one before. */
   busyShare: number
   /**
-   * Every sheddable request read while the loop's next tick is overdue by this much or more is
-   * shed, whatever the share: the share changes only between turns of the loop, and one turn that
-   * admits what it reads can run for seconds.
+   * Every sheddable request read while the loop's next tick is overdue by this much or more, the
+   * thread busy for at least `busyShare` of the time since the last tick, is shed, whatever the
+   * share: the share changes only between turns of the loop, and one turn that admits what it reads
+   * can run for seconds. A turn overdue because the thread was stopped (the host took the core
+   * away) sheds nothing for it, as such a tick raises no share.
    */
   overdueMs: number
 }
@@ -101,9 +103,14 @@ export class LoadShedder {
     return this.share > 0 || overdueMs >= this.policy.overdueMs
   }
 
-  /** Whether this request is shed (counted when it is), read while the loop's next tick is `overdueMs` past due. */
-  shouldShed(overdueMs = 0): boolean {
-    if (overdueMs >= this.policy.overdueMs) {
+  /**
+   * Whether this request is shed (counted when it is), read while the loop's next tick is
+   * `overdueMs` past due; `busyShare` tells how busy the thread was since the last tick, read only
+   * for a turn overdue enough to count (undefined where unknown: the turn then counts by its
+   * overdue time alone).
+   */
+  shouldShed(overdueMs = 0, busyShare?: () => number | undefined): boolean {
+    if (overdueMs >= this.policy.overdueMs && (busyShare?.() ?? 1) >= this.policy.busyShare) {
       this.shedOverdue += 1
     } else if (this.share === 0 || this.random() >= this.share) {
       return false

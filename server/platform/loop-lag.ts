@@ -87,6 +87,19 @@ export class LoopLag {
     return this.timer === undefined ? 0 : Math.max(0, performance.now() - this.expectedAt)
   }
 
+  /**
+   * The share of the time since the last tick that the thread was busy (running, or ready and
+   * waiting for a core), as the ticks measure it; undefined where that cannot be read, or the clock
+   * has no listener (it then keeps no busy clock). One read of the busy clock: for a turn already
+   * overdue, to tell a thread at work from one that was stopped.
+   */
+  busyShareSinceTick(): number | undefined {
+    if (this.timer === undefined || this.lastBusyMs === undefined) return undefined
+    const busyMs = this.readBusy()
+    const sinceMs = performance.now() - this.lastTickAt
+    return busyMs === undefined || sinceMs <= 0 ? undefined : Math.min(1, Math.max(0, (busyMs - this.lastBusyMs) / sinceMs))
+  }
+
   /** The largest lag of the current and the previous window, in milliseconds. */
   currentMs(): number {
     return Math.max(this.windowMaxMs, this.previousWindowMaxMs, this.timer === undefined ? 0 : Math.max(0, performance.now() - this.expectedAt))

@@ -33,6 +33,20 @@ afterAll(async () => {
 const authorize = (amount: string, extra: Record<string, unknown> = {}) =>
   fx.call('POST', '/v1/payments/authorize', { accountId: payer, asset: 'USDC', amount, merchant: { name: 'Coffee Shop', mcc: '5814' }, ...extra })
 
+/**
+ * A shedding policy whose share alone sheds: no turn of the loop is ever overdue enough (a test's
+ * turns on the embedded database can run past 100 ms, which would shed by the turn instead).
+ */
+const SHARE_ONLY = { ...DEFAULT_SHEDDING, overdueMs: Number.POSITIVE_INFINITY }
+
+/** Keeps the thread running (not sleeping: a stopped thread's turn sheds nothing) for `ms`. */
+function busyFor(ms: number): void {
+  const until = performance.now() + ms
+  while (performance.now() < until) {
+    // spin
+  }
+}
+
 async function paymentCount(): Promise<number> {
   await app.kassa.runtime.ledger.drain()
   const [row] = await queryRows<{ count: string }>(app.kassa.runtime.db, sql`select count(*) as count from payments`)
@@ -509,7 +523,7 @@ describe('load shedding', () => {
     const configured = runtime.shedder
     // The shedder's trigger (the loop late tick after tick) is tested in
     // test/platform/load-shedder.test.ts; here it is set to shed everything.
-    const shedder = new LoadShedder({ ...DEFAULT_SHEDDING, lateMs: 5, lateTicks: 1, stepUp: 1, stepDown: 0, busyShare: 0 }, () => 0)
+    const shedder = new LoadShedder({ ...SHARE_ONLY, lateMs: 5, lateTicks: 1, stepUp: 1, stepDown: 0, busyShare: 0 }, () => 0)
     const held = await authorize('1')
     expect(held.body.state).toBe('authorized')
     const key = `shed-${Date.now()}`
@@ -586,9 +600,9 @@ describe('load shedding', () => {
     runtime.shedder = shedder
     try {
       expect(shedder.currentShare).toBe(0)
-      // Let the loop's clock tick, then hold the thread in one turn past the policy's overdueMs.
+      // Let the loop's clock tick, then keep the thread at work in one turn past the policy's overdueMs.
       await Bun.sleep(30)
-      Bun.sleepSync(DEFAULT_SHEDDING.overdueMs + 50)
+      busyFor(DEFAULT_SHEDDING.overdueMs + 50)
       expect(runtime.loopLag.overdueMs()).toBeGreaterThanOrEqual(DEFAULT_SHEDDING.overdueMs)
       // The front answers before the first await: still in the long turn.
       const shed = await authorize('1')
@@ -596,7 +610,7 @@ describe('load shedding', () => {
       expect(shed.body.error.message).toContain('past its capacity')
       expect([shedder.shed, shedder.shedOverdue]).toEqual([1, 1])
       // A bad key is still the app's to refuse, long turn or not.
-      Bun.sleepSync(DEFAULT_SHEDDING.overdueMs + 50)
+      busyFor(DEFAULT_SHEDDING.overdueMs + 50)
       const badKey = await app.call('POST', '/v1/payments/authorize', { key: 'svc_test_' + '1'.repeat(40), body: { accountId: payer, asset: 'USDC', amount: '1' } })
       expect(badKey.status).toBe(401)
       // Once the clock has ticked again, authorizations are admitted: the share never rose.
@@ -614,7 +628,7 @@ describe('load shedding', () => {
   test('a listening server sheds in front of the app, from Bun\'s own router, and passes what it does not shed to the app', async () => {
     const runtime = app.kassa.runtime
     const configured = runtime.shedder
-    const shedder = new LoadShedder({ ...DEFAULT_SHEDDING, lateMs: 5, lateTicks: 1, stepUp: 1, stepDown: 0, busyShare: 0 }, () => 0)
+    const shedder = new LoadShedder({ ...SHARE_ONLY, lateMs: 5, lateTicks: 1, stepUp: 1, stepDown: 0, busyShare: 0 }, () => 0)
     app.kassa.app.listen({ port: 0, hostname: '127.0.0.1' })
     const base = `http://127.0.0.1:${app.kassa.app.server!.port}`
     const send = (path: string, body?: unknown) =>

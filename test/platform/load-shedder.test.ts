@@ -20,12 +20,37 @@ describe('load shedding', () => {
     expect([shedder.shed, shedder.shedOverdue]).toEqual([2, 2])
     // The share is the ticks' alone: a long turn does not raise it.
     expect(shedder.currentShare).toBe(0)
+    // A turn overdue because the thread was stopped rather than busy sheds nothing for it.
+    expect(shedder.shouldShed(DEFAULT_SHEDDING.overdueMs, () => DEFAULT_SHEDDING.busyShare / 2)).toBe(false)
+    expect(shedder.shouldShed(DEFAULT_SHEDDING.overdueMs, () => DEFAULT_SHEDDING.busyShare)).toBe(true)
+    expect(shedder.shouldShed(DEFAULT_SHEDDING.overdueMs, () => undefined)).toBe(true)
+    expect([shedder.shed, shedder.shedOverdue]).toEqual([4, 4])
     // With a share, a draw under it sheds in an ordinary turn, counted as shed but not overdue.
     const sharing = shedderWith([0.1])
     for (let tick = 0; tick < 6; tick++) sharing.observe(50)
     expect(sharing.mayShed(0)).toBe(true)
     expect(sharing.shouldShed(0)).toBe(true)
     expect([sharing.shed, sharing.shedOverdue]).toEqual([1, 0])
+  })
+
+  test('inside an overdue turn the clock tells a thread at work from one that was stopped, from its busy clock', () => {
+    let busyMs = 0
+    const lag = new LoopLag(() => {}, () => busyMs)
+    // Without a listener the clock keeps no busy clock.
+    expect(new LoopLag().busyShareSinceTick()).toBeUndefined()
+    lag.start()
+    try {
+      Bun.sleepSync(100)
+      // Stopped: 5 ms of work in over 100 ms.
+      busyMs = 5
+      expect(lag.busyShareSinceTick()!).toBeLessThan(0.1)
+      // At work the whole time.
+      busyMs = 1000
+      expect(lag.busyShareSinceTick()).toBe(1)
+    } finally {
+      lag.stop()
+    }
+    expect(lag.busyShareSinceTick()).toBeUndefined()
   })
 
   test('the loop\'s clock tells how long the current turn has kept its next tick waiting', async () => {

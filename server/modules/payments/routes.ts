@@ -41,9 +41,10 @@ export function authorizationShed(runtime: Runtime): (request: Request) => Respo
   return (request) => {
     const shedder = runtime.shedder
     if (shedder === undefined) return undefined
-    const overdueMs = runtime.loopLag.overdueMs()
+    const clock = runtime.loopLag
+    const overdueMs = clock.overdueMs()
     if (!shedder.mayShed(overdueMs)) return undefined
-    if (secretKeyOf(runtime, request) === undefined || !shedder.shouldShed(overdueMs)) return undefined
+    if (secretKeyOf(runtime, request) === undefined || !shedder.shouldShed(overdueMs, () => clock.busyShareSinceTick())) return undefined
     return errorResponse(SHED_REFUSAL, newId('req'))
   }
 }
