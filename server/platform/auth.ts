@@ -62,15 +62,14 @@ function authenticate(runtime: Runtime, request: Request): CachedKey | undefined
  * refuses it as ever (401, 403).
  */
 export function secretKeyOf(runtime: Runtime, request: Request): CachedKey | undefined {
-  let presented: string | undefined
+  let key: CachedKey | undefined
   try {
-    presented = presentedKey(request)
-  } catch {
-    return undefined
+    key = authenticate(runtime, request)
+  } catch (error) {
+    if (error instanceof ApiError) return undefined
+    throw error
   }
-  if (presented === undefined) return undefined
-  const result = runtime.keys.lookup(presented, runtime.clock.wallNowMs())
-  return result.ok && result.key.type !== 'publishable' ? result.key : undefined
+  return key?.type === 'publishable' ? undefined : key
 }
 
 function limitFor(runtime: Runtime, key: CachedKey | undefined): number {
