@@ -90,7 +90,7 @@ export function paymentsOpsRoutes(runtime: Runtime) {
           share: t.Number({ description: 'The share of authorizations refused at once right now, 0 to 1' }),
           shed: t.Integer({ description: 'Authorizations shed since this instance started (refused 429 rate_limited in front of the app, before their body was read; nothing recorded)' }),
           shedOverdue: t.Integer({
-            description: `Of them, those read while a turn of the event loop ran long (its next tick overdue by ${DEFAULT_SHEDDING.overdueMs} ms or more), shed whatever the share`,
+            description: `Of them, those read while a turn of the event loop ran long (its next tick overdue by ${DEFAULT_SHEDDING.overdueMs} ms or more, its thread busy rather than stopped), shed whatever the share`,
           }),
           stalls: t.Integer({
             description:
@@ -98,7 +98,7 @@ export function paymentsOpsRoutes(runtime: Runtime) {
           }),
         },
         {
-          description: `Load shedding: while this instance's event loop runs late tick after tick (its one thread past capacity, not a single stall), a share of the authorizations is refused 429 rate_limited with Retry-After before their body is read (nothing decided, reserved or recorded, no payment id, an Idempotency-Key not used up: a refusal costs the thread and the database far less than a decline); the share grows while the lateness stands and falls back to 0 once ticks are on time. A tick late while the thread was stopped rather than busy counts as on time (stalls). Every authorization read while one turn of the loop has run long (its next tick ${DEFAULT_SHEDDING.overdueMs} ms or more overdue) is refused so too, whatever the share.`,
+          description: `Load shedding: while this instance's event loop runs late tick after tick (its one thread past capacity, not a single stall), a share of the authorizations is refused 429 rate_limited with Retry-After before their body is read (nothing decided, reserved or recorded, no payment id, an Idempotency-Key not used up: a refusal costs the thread and the database far less than a decline); the share grows while the lateness stands and falls back to 0 once ticks are on time. A tick late while the thread was stopped rather than busy counts as on time (stalls). Every authorization read while one turn of the loop has run long (its next tick ${DEFAULT_SHEDDING.overdueMs} ms or more overdue, its thread busy rather than stopped) is refused so too, whatever the share.`,
         },
       ),
     }),
