@@ -95,9 +95,14 @@ export class LoopLag {
    */
   busyShareSinceTick(): number | undefined {
     if (this.timer === undefined || this.lastBusyMs === undefined) return undefined
-    const busyMs = this.readBusy()
-    const sinceMs = performance.now() - this.lastTickAt
-    return busyMs === undefined || sinceMs <= 0 ? undefined : Math.min(1, Math.max(0, (busyMs - this.lastBusyMs) / sinceMs))
+    return this.busyShareSince(this.readBusy(), performance.now())
+  }
+
+  /** The share of the time from the last tick to `now` the thread was busy, given the busy clock read now. */
+  private busyShareSince(busyMs: number | undefined, now: number): number | undefined {
+    const sinceMs = now - this.lastTickAt
+    if (busyMs === undefined || this.lastBusyMs === undefined || sinceMs <= 0) return undefined
+    return Math.min(1, Math.max(0, (busyMs - this.lastBusyMs) / sinceMs))
   }
 
   /** The largest lag of the current and the previous window, in milliseconds. */
@@ -117,8 +122,7 @@ export class LoopLag {
     this.windowMaxMs = Math.max(this.windowMaxMs, lag)
     if (this.onTick === undefined) return
     const busyMs = this.readBusy()
-    const sinceMs = now - this.lastTickAt
-    const busyShare = busyMs !== undefined && this.lastBusyMs !== undefined && sinceMs > 0 ? Math.min(1, Math.max(0, (busyMs - this.lastBusyMs) / sinceMs)) : undefined
+    const busyShare = this.busyShareSince(busyMs, now)
     this.lastTickAt = now
     this.lastBusyMs = busyMs
     this.onTick(lag, busyShare)

@@ -37,7 +37,7 @@ const AUTHORIZE_PATH = '/v1/payments/authorize'
  * request hook after authentication and rate limiting (README, "Load shedding"). Answers undefined
  * (having read the clock and two properties) unless the shedder is shedding.
  */
-export function authorizationShed(runtime: Runtime): (request: Request) => Response | undefined {
+function authorizationShed(runtime: Runtime): (request: Request) => Response | undefined {
   return (request) => {
     const shedder = runtime.shedder
     if (shedder === undefined) return undefined
