@@ -1,6 +1,6 @@
 import { describe, expect, test } from 'bun:test'
 import { resolve } from 'node:path'
-import { ConfigError, loadConfig, SANDBOX_DEPOSIT_KEY_SEED_HEX } from '../../server/config.ts'
+import { ConfigError, gcTimerSummary, loadConfig, SANDBOX_DEPOSIT_KEY_SEED_HEX, SERVER_PROCESS_ENV } from '../../server/config.ts'
 
 const OPERATOR_TOKEN = 'op-token-for-config-tests-0123456789abcdef'
 const DATABASE_URL = 'postgres://kassa@db.internal:5432/kassa'
@@ -167,5 +167,19 @@ describe('production', () => {
     expect(stderr).toContain('production refuses to start')
     expect(stderr).toContain('DATABASE_URL')
     expect(stdout).not.toContain('listening')
+  })
+})
+
+describe("the server process' environment", () => {
+  test('npm start sets every variable the server process is meant to start with', async () => {
+    const manifest = await Bun.file(resolve(import.meta.dir, '../../package.json')).json()
+    const start: string = manifest.scripts.start
+    for (const [name, value] of Object.entries(SERVER_PROCESS_ENV)) expect(start).toContain(`${name}=${value} `)
+    expect(start.endsWith('bun server/main.ts')).toBe(true)
+  })
+
+  test("the start line tells whether Bun's idle collection timer is off, as Bun reads the variable", () => {
+    for (const value of ['1', 'true', 'TRUE', 'yes', '2']) expect(gcTimerSummary({ BUN_GC_TIMER_DISABLE: value })).toStartWith('off')
+    for (const value of [undefined, '', '0', 'false', 'False', 'no', 'off']) expect(gcTimerSummary({ BUN_GC_TIMER_DISABLE: value })).toStartWith('on')
   })
 })
