@@ -33,6 +33,7 @@
  */
 import { KeepAliveClient, type HttpAnswer } from './http-client.ts'
 import { inProcessFundedOrg, paced, processCpuMs, processStat, skipLedgerWrites } from './support.ts'
+import { SERVER_PROCESS_ENV } from '../server/config.ts'
 
 const DURATION_MS = Number(process.env.HTTP_FLOOR_DURATION_MS ?? 6000)
 const CONNECTIONS = Number(process.env.HTTP_FLOOR_CONNECTIONS ?? 128)
@@ -130,7 +131,7 @@ async function readyLine(stdout: ReadableStream<Uint8Array>): Promise<Ready> {
 }
 
 async function measure(kind: string): Promise<void> {
-  const server = Bun.spawn([process.execPath, ...SERVER_BUN_ARGS, import.meta.path, 'serve', kind], { stdout: 'pipe', stderr: 'inherit' })
+  const server = Bun.spawn([process.execPath, ...SERVER_BUN_ARGS, import.meta.path, 'serve', kind], { env: { ...process.env, ...SERVER_PROCESS_ENV }, stdout: 'pipe', stderr: 'inherit' })
   try {
     const ready = await readyLine(server.stdout)
     const client = new KeepAliveClient(`http://127.0.0.1:${ready.port}`)

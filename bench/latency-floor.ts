@@ -41,6 +41,7 @@
 import postgres from 'postgres'
 import { socketOf } from '../db/client.ts'
 import { KeepAliveClient, type HttpAnswer } from './http-client.ts'
+import { SERVER_PROCESS_ENV } from '../server/config.ts'
 import { benchTransport, cpuPerOperation, cpuSnapshot, createBenchDatabase, createFundedOrg, paced, percentile, round2, startListening, startServer, writeResults, type BenchOrg, type ServerProcess } from './support.ts'
 
 const RATE = Number(process.env.LATENCY_FLOOR_RATE ?? 1000)
@@ -166,9 +167,9 @@ async function serve(kind: string, databaseUrl: string | undefined): Promise<voi
   console.log(`listening on http://127.0.0.1:${server.port}`)
 }
 
-/** Starts a bare server in a child process (this file, `serve <kind>`). */
+/** Starts a bare server in a child process (this file, `serve <kind>`), in the environment Kassa's server starts with. */
 function startBare(kind: string, databaseUrl: string): Promise<ServerProcess> {
-  return startListening([process.execPath, import.meta.path, 'serve', kind], { LATENCY_FLOOR_DATABASE_URL: databaseUrl })
+  return startListening([process.execPath, import.meta.path, 'serve', kind], { ...SERVER_PROCESS_ENV, LATENCY_FLOOR_DATABASE_URL: databaseUrl })
 }
 
 /** Drives `base` at `rate` for the warm-up and the measured run; answers the measured run's figures. */
