@@ -95,11 +95,9 @@ export const SLOW_AUTHORIZATIONS_KEPT_DEFAULT = 4096
  * collections paced by allocation, so a process that stops allocating still returns memory. Under
  * a steady stream of authorizations each of those collections pauses the one thread at a moment
  * unrelated to the load, and the few requests and the commit reply it holds up are late together.
- * At 1000/s offered, alternating runs on one machine (the twenty-ninth), the p99 was lower with it
- * off in 10 of 11 pairs (4.87 against 5.23 ms on average), and at 10,000/s nothing the runs'
- * spread covers changed (README, "Configuration"). The cost: an idle server keeps its garbage
- * until the engine's own timers collect it. `npm start` and the benchmark set it; `server/main.ts`
- * says at start whether it is set.
+ * The cost: an idle server keeps its garbage until the engine's own timers collect it. The
+ * measurements are in the README ("Configuration"). `npm start` and the benchmark set it;
+ * `server/main.ts` says at start whether it is set.
  */
 export const SERVER_PROCESS_ENV: Readonly<Record<string, string>> = { BUN_GC_TIMER_DISABLE: '1' }
 
