@@ -18,6 +18,37 @@ describe('SlowLog', () => {
     expect(log.entries()).toEqual([8, 9, 10, 11])
   })
 
+  test('in chunks smaller than its capacity, keeps the newest in order across chunk boundaries', () => {
+    // A capacity that is not a multiple of the chunk: the last chunk is short, and the ring wraps from it.
+    const log = new SlowLog<number>(3, 10, 4)
+    for (let value = 1; value <= 7; value++) log.add(value)
+    expect(log.entries()).toEqual([1, 2, 3, 4, 5, 6, 7])
+    for (let value = 8; value <= 10; value++) log.add(value)
+    expect(log.entries()).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10])
+    log.add(11)
+    expect(log.entries()).toEqual([2, 3, 4, 5, 6, 7, 8, 9, 10, 11])
+    for (let value = 12; value <= 33; value++) log.add(value)
+    expect(log.entries()).toEqual([24, 25, 26, 27, 28, 29, 30, 31, 32, 33])
+    expect(log.recorded).toBe(33)
+    // Every window of the ring's positions, against a plain array kept the same way.
+    const chunked = new SlowLog<number>(3, 9, 2)
+    const plain: number[] = []
+    for (let value = 1; value <= 40; value++) {
+      chunked.add(value)
+      plain.push(value)
+      expect(chunked.entries()).toEqual(plain.slice(-9))
+    }
+  })
+
+  test('a chunk of one entry, and a chunk larger than the capacity, keep the same', () => {
+    for (const chunkSize of [1, 3, 100]) {
+      const log = new SlowLog<string>(3, 3, chunkSize)
+      for (const value of ['a', 'b', 'c', 'd', 'e']) log.add(value)
+      expect(log.entries()).toEqual(['c', 'd', 'e'])
+    }
+    expect(() => new SlowLog<number>(3, 4, 0)).toThrow(RangeError)
+  })
+
   test('slow means at least the threshold', () => {
     const log = new SlowLog<number>(3, 1)
     expect([log.isSlow(2.999), log.isSlow(3), log.isSlow(40)]).toEqual([false, true, true])
