@@ -33,6 +33,18 @@ export class AccountDirectory {
     return entry
   }
 
+  /**
+   * The organization's account if this directory already holds it, without a promise or a turn of
+   * the event loop (the authorization's hot path); undefined when it must be read (`require`).
+   * Another organization's account answers exactly like a missing one, as from `require`.
+   */
+  cached(orgId: string, accountId: string, field?: string): AccountEntry | undefined {
+    const entry = this.entries.get(accountId)
+    if (entry === undefined) return undefined
+    if (entry.orgId !== orgId) throw new ApiError('not_found', 'No such account', field ? { field } : {})
+    return entry
+  }
+
   /** The organization's account; another organization's answers exactly like a missing one. */
   async require(orgId: string, accountId: string, field?: string): Promise<AccountEntry> {
     const entry = await this.find(accountId)

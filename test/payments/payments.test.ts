@@ -174,7 +174,15 @@ describe('authorize', () => {
 
   test("another organization's account is not_found and its payments are invisible", async () => {
     const other = await ledgerFixture(app, 'Other')
+    // The account is in the directory's memory (the hot path reads it without a round trip): still
+    // not_found for another organization, naming the field, as when it has to be read.
+    const directory = app.kassa.runtime.ledger.accounts
+    expect(directory.cached(fx.org.id, payer)?.id).toBe(payer)
+    expect(directory.cached(fx.org.id, newId('acct'))).toBeUndefined()
     await expectRefused(() => other.call('POST', '/v1/payments/authorize', { accountId: payer, asset: 'USDC', amount: '1' }), 404, 'not_found')
+    const refused = await other.call('POST', '/v1/payments/authorize', { accountId: payer, asset: 'USDC', amount: '1' })
+    expect(refused.body.error).toMatchObject({ code: 'not_found', field: 'accountId' })
+    await expectRefused(() => other.call('POST', '/v1/payments/authorize', { accountId: newId('acct'), asset: 'USDC', amount: '1' }), 404, 'not_found')
     const mine = (await authorize('1')).body
     expect((await other.call('GET', `/v1/payments/${mine.id}`)).status).toBe(404)
     await expectRefused(() => other.call('POST', `/v1/payments/${mine.id}/capture`, {}), 404, 'not_found')
