@@ -1,6 +1,7 @@
 import { Elysia } from 'elysia'
+import { requestSlot } from './request-slot.ts'
 
-const arrivals = new WeakMap<Request, number>()
+const arrivals = requestSlot<number>('kassa.arrivedAt')
 
 /**
  * When each request arrived (`performance.now()`), recorded before any other hook runs, so a

@@ -1,6 +1,7 @@
 import { Elysia } from 'elysia'
 import { ApiError } from '../lib/errors.ts'
 import { errorAnswer } from './errors.ts'
+import { requestSlot } from './request-slot.ts'
 import { timingSafeEqualStrings } from '../lib/hash.ts'
 import { pathnameOf } from '../lib/url.ts'
 import type { CachedKey, KeyType } from '../modules/orgs/key-cache.ts'
@@ -21,7 +22,7 @@ export interface Principal {
  */
 export type Access = 'public' | 'publishable' | 'secret'
 
-const principals = new WeakMap<Request, Principal>()
+const principals = requestSlot<Principal>('kassa.principal')
 
 export function principalOf(request: Request): Principal | undefined {
   return principals.get(request)

@@ -2,6 +2,7 @@ import { Elysia, t } from 'elysia'
 import { AssertionError } from '../lib/assert.ts'
 import { ApiError, ERROR_STATUS, type ErrorCode } from '../lib/errors.ts'
 import { newId } from '../lib/ids.ts'
+import { requestSlot } from './request-slot.ts'
 
 /** The one error body, everywhere. */
 export const ErrorBody = t.Object(
@@ -23,7 +24,7 @@ export interface ErrorBodyValue {
   error: { code: ErrorCode; message: string; field?: string; requestId: string }
 }
 
-const requestIds = new WeakMap<Request, string>()
+const requestIds = requestSlot<string>('kassa.requestId')
 
 export function requestIdOf(request: Request): string {
   let id = requestIds.get(request)

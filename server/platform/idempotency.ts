@@ -3,6 +3,7 @@ import { insertFromJson, jsonParameter, OP_COLUMN, upsertTail } from '../../db/b
 import type { Database } from '../../db/client.ts'
 import { idempotencyRecords } from '../../db/schema/index.ts'
 import { ApiError } from '../lib/errors.ts'
+import { requestSlot } from './request-slot.ts'
 import { sha256Hex } from '../lib/hash.ts'
 import type { Principal } from './auth.ts'
 
@@ -19,7 +20,7 @@ interface Claim {
   key: string
 }
 
-const claims = new WeakMap<Request, Claim>()
+const claims = requestSlot<Claim>('kassa.idempotencyClaim')
 
 /** Object keys sorted at every depth, so the same body always hashes the same. */
 export function canonicalJson(value: unknown): string {
