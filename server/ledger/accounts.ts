@@ -40,16 +40,12 @@ export class AccountDirectory {
    */
   cached(orgId: string, accountId: string, field?: string): AccountEntry | undefined {
     const entry = this.entries.get(accountId)
-    if (entry === undefined) return undefined
-    if (entry.orgId !== orgId) throw new ApiError('not_found', 'No such account', field ? { field } : {})
-    return entry
+    return entry === undefined ? undefined : ownedBy(orgId, entry, field)
   }
 
   /** The organization's account; another organization's answers exactly like a missing one. */
   async require(orgId: string, accountId: string, field?: string): Promise<AccountEntry> {
-    const entry = await this.find(accountId)
-    if (!entry || entry.orgId !== orgId) throw new ApiError('not_found', 'No such account', field ? { field } : {})
-    return entry
+    return ownedBy(orgId, await this.find(accountId), field)
   }
 
   /** Changes the status; `alsoWrite` runs in the same transaction (the event describing it). */
@@ -69,6 +65,12 @@ export class AccountDirectory {
     else this.entries.set(accountId, row)
     return row
   }
+}
+
+/** The entry when it is the organization's; another organization's account answers exactly like a missing one. */
+function ownedBy(orgId: string, entry: AccountEntry | undefined, field?: string): AccountEntry {
+  if (!entry || entry.orgId !== orgId) throw new ApiError('not_found', 'No such account', field ? { field } : {})
+  return entry
 }
 
 /** Frozen accounts can receive but not send. */

@@ -19,8 +19,6 @@ export class SlowLog<Entry> {
   private readonly chunks: Entry[][] = []
   /** Where the next entry goes, 0 to capacity - 1. */
   private next = 0
-  /** Entries held: capacity once the ring has wrapped. */
-  private held = 0
   /** Entries given since the log was made, kept or since overwritten. */
   recorded = 0
 
@@ -50,16 +48,16 @@ export class SlowLog<Entry> {
     if (offset === chunk.length) chunk.push(entry)
     else chunk[offset] = entry
     this.next = this.next + 1 === this.capacity ? 0 : this.next + 1
-    if (this.held < this.capacity) this.held += 1
     this.recorded += 1
   }
 
   /** The kept entries, oldest first. */
   entries(): Entry[] {
     const kept: Entry[] = []
+    const held = Math.min(this.recorded, this.capacity)
     // Until the ring has wrapped the oldest entry is the first one; after, it is the next to be overwritten.
-    const start = this.held < this.capacity ? 0 : this.next
-    for (let taken = 0; taken < this.held; taken++) {
+    const start = held < this.capacity ? 0 : this.next
+    for (let taken = 0; taken < held; taken++) {
       const position = (start + taken) % this.capacity
       const chunkIndex = Math.floor(position / this.chunkSize)
       kept.push(this.chunks[chunkIndex]![position - chunkIndex * this.chunkSize]!)
