@@ -11,10 +11,13 @@
  *   accounts are funded. Every plugin, the decision and the answer run; nothing of the
  *   authorizations is written. For attribution only, never a figure of the product: it skips
  *   durability (`bench/authorize-cpu.ts` with AUTHCPU_WRITER=skip is the same cut in process);
- * - `kassa-hooks`: the same app answering the fixed payment from a last request hook, after its own
- *   request hooks (arrival, request id, operator and API-key authentication, rate limiting) and
- *   before routing, parsing, validation and the route. What `kassa` costs beyond it is the route:
- *   Elysia's steps for it, the body, the decision and the answer;
+ *   A listening Kassa answers authorizations in front of Elysia (server/modules/payments/front.ts);
+ * - `kassa-route`: the same app answering them with its Elysia route instead (the app's `fetch`
+ *   alone, as every other route is answered): what the front saves;
+ * - `kassa-hooks`: the same app, through Elysia, answering the fixed payment from a last request
+ *   hook, after its own request hooks (arrival, request id, operator and API-key authentication,
+ *   rate limiting) and before routing, parsing, validation and the route. What `kassa-route` costs
+ *   beyond it is the route: Elysia's steps for it, the body, the decision and the answer;
  * - `kassa-shed`: the same app with its load shedder shedding every authorization: what a refusal
  *   past capacity costs the server (429, in front of the app), the answer it gives most requests
  *   there.
@@ -29,7 +32,7 @@
  * `--cpu-prof --cpu-prof-md --cpu-prof-dir=/tmp/prof`, written when the run ends).
  *
  *   ./node_modules/.bin/bun bench/http-floor.ts          (bun, elysia and kassa, one after the other)
- *   HTTP_FLOOR_SERVERS=bun,kassa-hooks,kassa HTTP_FLOOR_RATE=8000 ./node_modules/.bin/bun bench/http-floor.ts
+ *   HTTP_FLOOR_SERVERS=bun,kassa-hooks,kassa-route,kassa HTTP_FLOOR_RATE=8000 ./node_modules/.bin/bun bench/http-floor.ts
  */
 import { KeepAliveClient, type HttpAnswer } from './http-client.ts'
 import { inProcessFundedOrg, paced, processCpuMs, processStat, skipLedgerWrites } from './support.ts'
@@ -66,7 +69,7 @@ interface Ready {
 
 /** The child: one of the servers, until it is killed. Prints one line of JSON (`Ready`) once it listens. */
 async function serve(kind: string): Promise<void> {
-  if (kind === 'kassa' || kind === 'kassa-hooks' || kind === 'kassa-shed') {
+  if (kind === 'kassa' || kind === 'kassa-route' || kind === 'kassa-hooks' || kind === 'kassa-shed') {
     console.log(JSON.stringify(await serveKassa(kind)))
     return
   }
@@ -95,8 +98,12 @@ async function serve(kind: string): Promise<void> {
   console.log(JSON.stringify({ port: app.server!.port! } satisfies Ready))
 }
 
-/** Kassa's app with the writer answering at once (see the header), listening on PORT; `kassa-hooks` answers from a last request hook, `kassa-shed` sheds every authorization. */
-async function serveKassa(kind: 'kassa' | 'kassa-hooks' | 'kassa-shed'): Promise<Ready> {
+/**
+ * Kassa's app with the writer answering at once (see the header), listening on PORT; `kassa-route`
+ * and `kassa-hooks` through Elysia alone (`kassa-hooks` answering from a last request hook),
+ * `kassa-shed` shedding every authorization.
+ */
+async function serveKassa(kind: 'kassa' | 'kassa-route' | 'kassa-hooks' | 'kassa-shed'): Promise<Ready> {
   const { EMBEDDED_IN_MEMORY, openDatabase } = await import('../db/client.ts')
   const { createApp } = await import('../server/app.ts')
   const { configForTests } = await import('../server/config.ts')
@@ -111,6 +118,12 @@ async function serveKassa(kind: 'kassa' | 'kassa-hooks' | 'kassa-shed'): Promise
     // Late from the first tick, every authorization shed; no clock feeds it, so it stays so.
     kassa.runtime.shedder = new LoadShedder({ ...DEFAULT_SHEDDING, lateMs: 0, lateTicks: 1, stepUp: 1, stepDown: 0, busyShare: 0 })
     kassa.runtime.shedder.observe(1)
+  }
+  if (kind === 'kassa-route' || kind === 'kassa-hooks') {
+    // Compiled again: the app's handler was compiled (funding the accounts) before the hook was added.
+    kassa.app.compile()
+    const server = Bun.serve({ port: PORT, fetch: (request) => kassa.app.fetch(request) })
+    return { ...org, port: server.port! }
   }
   kassa.app.listen({ port: PORT })
   return { ...org, port: kassa.app.server!.port! }

@@ -11,7 +11,8 @@ import { depositsRoutes, suspenseOpsRoutes } from './modules/deposits/routes.ts'
 import { startDeposits } from './modules/deposits/service.ts'
 import { balancesRoutes, sandboxFundingRoutes } from './modules/balances/routes.ts'
 import { holdsRoutes } from './modules/holds/routes.ts'
-import { paymentsOpsRoutes, paymentsRoutes, withAuthorizationShed } from './modules/payments/routes.ts'
+import { paymentsOpsRoutes, paymentsRoutes } from './modules/payments/routes.ts'
+import { authorizationFront } from './modules/payments/front.ts'
 import { startPayments } from './modules/payments/service.ts'
 import { startHoldExpiry } from './modules/holds/service.ts'
 import { eventsOpsRoutes, eventsRoutes } from './modules/events/routes.ts'
@@ -40,10 +41,11 @@ export function buildApp(runtime: Runtime) {
   purge.unref()
   runtime.stoppers.push(() => clearInterval(purge))
   const access = accessPlugin(idempotency)
-  // The load shedder answers in front of the app, before Elysia's router and request hooks: Bun's
-  // router sends authorizations to it (`serve.routes`, which a listening app gives Bun beside
-  // Elysia's own), and it passes what it does not shed to the app.
-  const front = withAuthorizationShed(runtime, (request) => app.fetch(request))
+  // Authorizations are answered in front of the app, before Elysia's router and request hooks,
+  // the load shedder first: Bun's router sends them there (`serve.routes`, which a listening app
+  // gives Bun beside Elysia's own), and what the front does not answer (a caller without a secret
+  // key) goes on to the app.
+  const front = authorizationFront(runtime, idempotency, (request) => app.fetch(request))
   let app = new Elysia({ name: 'kassa', normalize: false, serve: { routes: front.routes } })
     .use(arrivalPlugin())
     .use(errorsPlugin({ onErrorResponse: (request, error, response) => recordIdempotentFailure(idempotency, request, error, response) }))

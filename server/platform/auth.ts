@@ -7,6 +7,7 @@ import { pathnameOf } from '../lib/url.ts'
 import type { CachedKey, KeyType } from '../modules/orgs/key-cache.ts'
 import { ANONYMOUS_RATE_LIMIT, DEFAULT_KEY_RATE_LIMIT, PUBLISHABLE_KEY_RATE_LIMIT } from '../modules/orgs/service.ts'
 import type { Runtime } from '../runtime.ts'
+import type { RateDecision } from './rate-limit-store.ts'
 
 /** Who is calling: an organization through one of its keys, or nobody (a public read). */
 export interface Principal {
@@ -91,10 +92,41 @@ function sourceAddress(request: Request, server: { requestIP(request: Request): 
 }
 
 /**
+ * Counts one request against its bucket: its key's, or its source address's when it presents no key
+ * that authenticates (so guessing keys is held to the anonymous limit instead of being free).
+ */
+export function countRequest(
+  runtime: Runtime,
+  key: CachedKey | undefined,
+  request: Request,
+  server: { requestIP(request: Request): { address: string } | null } | null,
+  path: string,
+): Promise<RateDecision> {
+  const bucket = key ? `key:${key.id}` : `ip:${sourceAddress(request, server)}`
+  return runtime.rateLimiter.hit(bucket, limitFor(runtime, key), runtime.clock.wallNowMs(), { waitMs: RATE_COUNTER_WAIT_MS[path] })
+}
+
+/**
+ * Puts a counted request's rate headers on `set`, and answers its refusal when it is past its
+ * limit: answered rather than thrown, since a caller past its limit may send thousands of these,
+ * and each should cost as little as a refusal can (README, "Rate limits").
+ */
+export function rateLimited(decision: RateDecision, request: Request, set: { headers: Record<string, unknown> }): Response | undefined {
+  set.headers['x-ratelimit-limit'] = String(decision.limit)
+  set.headers['x-ratelimit-remaining'] = String(decision.remaining)
+  if (decision.allowed) return undefined
+  const refusal = new ApiError('rate_limited', `Rate limit of ${decision.limit} requests per minute exceeded`, {
+    headers: { 'retry-after': String(decision.retryAfterSeconds) },
+  })
+  return errorAnswer(refusal, request, set)
+}
+
+/**
  * Authentication and rate limiting for `/v1`, before anything else looks at the request: a bad
  * key is 401 whatever the body, and every request (even one that ends in 404 or 401) is counted
  * and carries the rate headers. A request whose key fails is counted per source IP like one
- * without a key, so guessing keys is held to the anonymous limit instead of being free.
+ * without a key. (An authorization presenting a key that authenticates is answered in front of
+ * the app, which counts it the same way: `server/modules/payments/front.ts`.)
  */
 export function apiKeyAuthPlugin(runtime: Runtime) {
   return new Elysia({ name: 'kassa/api-key-auth' }).onRequest(async ({ request, set, server }) => {
@@ -108,18 +140,8 @@ export function apiKeyAuthPlugin(runtime: Runtime) {
       if (!(error instanceof ApiError)) throw error
       authenticationFailure = error
     }
-    const bucket = key ? `key:${key.id}` : `ip:${sourceAddress(request, server)}`
-    const decision = await runtime.rateLimiter.hit(bucket, limitFor(runtime, key), runtime.clock.wallNowMs(), { waitMs: RATE_COUNTER_WAIT_MS[path] })
-    set.headers['x-ratelimit-limit'] = String(decision.limit)
-    set.headers['x-ratelimit-remaining'] = String(decision.remaining)
-    if (!decision.allowed) {
-      // Answered here rather than thrown: a caller past its limit may send thousands of these, and
-      // each should cost as little as a refusal can (README, "Rate limits").
-      const refusal = new ApiError('rate_limited', `Rate limit of ${decision.limit} requests per minute exceeded`, {
-        headers: { 'retry-after': String(decision.retryAfterSeconds) },
-      })
-      return errorAnswer(refusal, request, set)
-    }
+    const refused = rateLimited(await countRequest(runtime, key, request, server, path), request, set)
+    if (refused !== undefined) return refused
     if (authenticationFailure) throw authenticationFailure
     if (key) principals.set(request, { orgId: key.orgId, keyId: key.id, keyType: key.type })
   })

@@ -43,7 +43,8 @@ function tooLarge(limitBytes: number): ApiError {
   })
 }
 
-async function parseJsonBody(request: Request, limitBytes: number): Promise<unknown> {
+/** The body as JSON (`{}` when empty), or the refusal the body plugin gives it, thrown as an `ApiError`. */
+export async function parseJsonBody(request: Request, limitBytes: number): Promise<unknown> {
   const text = await readLimited(request, limitBytes)
   if (text.trim() === '') return {}
   const contentType = request.headers.get('content-type') ?? ''

@@ -123,6 +123,21 @@ export function errorAnswer(error: ApiError, request: Request, set: { headers: R
   return response
 }
 
+/**
+ * A thrown failure's answer (Elysia's error `code`, or any for an error thrown outside Elysia): the
+ * contract's error body, and for anything unexpected a line with its stack on the server and only
+ * `internal` with the request id to the client.
+ */
+export function failureAnswer(code: string | number, error: unknown, request: Request, set: { headers: Record<string, unknown> }): { apiError: ApiError; response: Response } {
+  const apiError = toApiError(code, error)
+  const requestId = requestIdIn(request, set)
+  if (apiError.code === 'internal') {
+    const kind = error instanceof AssertionError ? 'assertion failed' : 'unexpected error'
+    console.error(`[${requestId}] ${kind}:`, error)
+  }
+  return { apiError, response: errorAnswer(apiError, request, set, requestId) }
+}
+
 export type ErrorListener = (request: Request, error: ApiError, response: Response) => Promise<void> | void
 
 /**
@@ -137,13 +152,7 @@ export function errorsPlugin(options: { onErrorResponse?: ErrorListener } = {}) 
       set.headers['x-request-id'] = newId('req')
     })
     .onError({ as: 'global' }, async ({ code, error, request, set }) => {
-      const apiError = toApiError(code, error)
-      const requestId = requestIdIn(request, set)
-      if (apiError.code === 'internal') {
-        const kind = error instanceof AssertionError ? 'assertion failed' : 'unexpected error'
-        console.error(`[${requestId}] ${kind}:`, error)
-      }
-      const response = errorAnswer(apiError, request, set as { headers: Record<string, unknown> }, requestId)
+      const { apiError, response } = failureAnswer(code, error, request, set as { headers: Record<string, unknown> })
       await options.onErrorResponse?.(request, apiError, response)
       return response
     })

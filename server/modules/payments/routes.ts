@@ -1,18 +1,14 @@
 import { Elysia, t } from 'elysia'
 import { IdParams } from '../../lib/params.ts'
-import { ApiError } from '../../lib/errors.ts'
-import { jsonResponse, replayResponse, type AccessPlugin } from '../../platform/access.ts'
+import type { AccessPlugin } from '../../platform/access.ts'
 import { arrivalOf } from '../../platform/arrival.ts'
-import { idempotencyKeyOf, requestHashOf, type IdempotencyStore, type InlineIdempotency } from '../../platform/idempotency.ts'
-import { secretKeyOf } from '../../platform/auth.ts'
-import { pathnameOf } from '../../lib/url.ts'
-import { newId } from '../../lib/ids.ts'
+import type { IdempotencyStore } from '../../platform/idempotency.ts'
 import { apiDoc } from '../../platform/openapi.ts'
-import { errorResponse } from '../../platform/errors.ts'
 import { histogramSchema } from '../../ledger/ops-routes.ts'
 import type { Runtime } from '../../runtime.ts'
 import { AuthorizePaymentBody, CapturePaymentBody, ListPaymentsQuery, Payment, PaymentList } from './model.ts'
 import * as service from './service.ts'
+import { AUTHORIZE_PATH, answerAuthorization } from './front.ts'
 import { DECLINE_BACKLOG_MAX } from './repo.ts'
 import { SLOW_AUTHORIZATIONS_KEPT_DEFAULT } from '../../config.ts'
 import { DEFAULT_SHEDDING } from '../../platform/load-shedder.ts'
@@ -21,50 +17,6 @@ import { DEFAULT_SHEDDING } from '../../platform/load-shedder.ts'
 const STATES_DOC =
   'States: authorized → captured | voided | expired (24 h after authorization on the organization\'s clock, event payment.expired); declined is terminal from the start. Events: payment.authorized, payment.declined, payment.captured, payment.voided, payment.expired.'
 const REFUSALS_DOC = 'Refused with hold_not_active (409) unless the payment is authorized (declined, captured, voided, or being captured or voided right now), and hold_expired (422) once it has lapsed or while its lapse is being committed.'
-
-const AUTHORIZE_PATH = '/v1/payments/authorize'
-
-/**
- * Load shedding, in front of the app: the authorizations the shedder picks (a share of them while
- * the loop runs late tick after tick, and every one read while a turn of the loop runs long) are
- * refused 429 `rate_limited` with `Retry-After` before the app sees them (no request hook, no
- * routing, no body read): nothing is decided, reserved or recorded, no payment id is given out, and
- * an Idempotency-Key is not used up, so the request can be sent again as it was. Only a request whose
- * key authenticates and is not publishable can be shed; any other goes to the app, which refuses it
- * as ever (401, 403). A shed request is not counted against its key's rate limit: it was not served.
- * Past capacity the server's one thread is the bottleneck, and the refusal is what it spends on
- * most requests there: in front of the app it cost the thread about a third less than from a
- * request hook after authentication and rate limiting (README, "Load shedding"). Answers undefined
- * (having read the clock and two properties) unless the shedder is shedding.
- */
-function authorizationShed(runtime: Runtime): (request: Request) => Response | undefined {
-  return (request) => {
-    const shedder = runtime.shedder
-    if (shedder === undefined) return undefined
-    const clock = runtime.loopLag
-    const overdueMs = clock.overdueMs()
-    if (!shedder.mayShed(overdueMs)) return undefined
-    if (secretKeyOf(runtime, request) === undefined || !shedder.shouldShed(overdueMs, () => clock.busyShareSinceTick())) return undefined
-    return errorResponse(SHED_REFUSAL, newId('req'))
-  }
-}
-
-/**
- * The app with the shedder in front of its authorization route: what a listening server answers
- * `POST /v1/payments/authorize` with (Bun's own router dispatches to it before Elysia's), and what
- * `handle` passes every request through.
- */
-export function withAuthorizationShed(runtime: Runtime, fetch: (request: Request) => Response | Promise<Response>) {
-  const shed = authorizationShed(runtime)
-  const authorize = (request: Request) => shed(request) ?? fetch(request)
-  return {
-    routes: { [AUTHORIZE_PATH]: { POST: authorize } },
-    handle: (request: Request) => (request.method === 'POST' && pathnameOf(request.url) === AUTHORIZE_PATH ? authorize(request) : fetch(request)),
-  }
-}
-
-/** A shed authorization's refusal; its text never changes, so it is made once. */
-const SHED_REFUSAL = service.overloadedRefusal('it shed this authorization before reading it')
 
 /** Operator routes of payments (under /ops/v1, authenticated by the operator token). */
 export function paymentsOpsRoutes(runtime: Runtime) {
@@ -149,27 +101,9 @@ export function paymentsRoutes(runtime: Runtime, access: AccessPlugin, records: 
     .use(access)
     .post(
       AUTHORIZE_PATH.slice('/v1'.length),
-      async ({ body, principal, set, request, path }) => {
-        // The idempotency record is written in the authorization's own commit (inline), so a
-        // request with a key costs no extra round trip and stays inside the budget.
-        const key = idempotencyKeyOf(request)
-        let idempotency: InlineIdempotency | undefined
-        if (key !== undefined) {
-          if (!records.holdLocally(principal.orgId, key)) {
-            throw new ApiError('idempotency_in_progress', 'A request with this Idempotency-Key is still being processed; retry shortly')
-          }
-          idempotency = { orgId: principal.orgId, key, method: request.method, path, requestHash: requestHashOf(request.method, path, body), requestBody: body }
-        }
-        try {
-          const answer = await service.authorizePayment(runtime, principal.orgId, body, { receivedAt: arrivalOf(request), idempotency, records })
-          if (answer.kind === 'replay') return replayResponse(answer.status, answer.body, set.headers)
-          // The payment view was serialized once, for this answer and its saved idempotent answer
-          // alike; the Payment schema below documents it (tests check the answers against it).
-          return jsonResponse(201, answer.body, set)
-        } finally {
-          if (key !== undefined) records.releaseLocally(principal.orgId, key)
-        }
-      },
+      // A listening server answers this route in front of the app (./front.ts); the app's route
+      // answers a request handed to `app.handle` directly, through the same function.
+      ({ body, principal, set, request }) => answerAuthorization(runtime, records, principal.orgId, body, request, arrivalOf(request), set),
       {
         access: { level: 'secret', idempotency: 'inline' },
         body: AuthorizePaymentBody,
