@@ -1,7 +1,8 @@
 /**
  * CPU per authorization, in process: the whole request (`POST /v1/payments/authorize`) through
- * `app.handle(new Request(...))`, the way Bun.serve hands it over minus the socket. Figures only:
- * nothing here passes or fails.
+ * `kassa.handle(new Request(...))`, the way Bun.serve hands it over minus the socket (the
+ * authorization answered in front of Elysia; AUTHCPU_THROUGH=app sends it through the app's own
+ * Elysia route instead, `app.handle`). Figures only: nothing here passes or fails.
  *
  * It builds the app with `createApp(configForTests({ rateLimitStore: 'memory' }))`, creates an org,
  * a test key, and funded accounts through the API, then keeps AUTHCPU_CONCURRENCY requests in flight
@@ -16,7 +17,7 @@
  *
  * For attribution only, AUTHCPU_WRITER=skip replaces the ledger writer's `enqueue` with an immediate
  * success once the accounts are funded: nothing of the authorizations is written, and the figure is
- * the request path alone (Elysia, hooks, body, auth, decision, rows built for the writer), without
+ * the request path alone (auth, rate count, body, decision, rows built for the writer), without
  * the writer's statements and the database driver. Never a figure of the product: it skips durability.
  *
  * Settings: AUTHCPU_DURATION_MS (default 3000, after a 1000 ms warm-up), AUTHCPU_CONCURRENCY
@@ -61,6 +62,7 @@ if (USE_POSTGRES) {
 }
 const kassa = await createApp(configForTests({ rateLimitStore: 'memory', databaseUrl, webhookDelivery: false, loadShedding: SHED_ALL }), database ? { database } : {})
 const { app } = kassa
+const handle = process.env.AUTHCPU_THROUGH === 'app' ? (request: Request) => app.handle(request) : (request: Request) => kassa.handle(request)
 
 const { orgId, key, accounts } = await inProcessFundedOrg(kassa, ACCOUNTS, '10000000')
 if (RATE_LIMITED) {
@@ -106,7 +108,7 @@ async function drive(durationMs: number): Promise<Tally> {
   const until = performance.now() + durationMs
   const worker = async () => {
     while (performance.now() < until) {
-      const response = await app.handle(authorizeRequest())
+      const response = await handle(authorizeRequest())
       const body = (await response.json()) as { state?: string; failureCode?: string; error?: { code: string } }
       tally.answered++
       if (response.status === 201 && body.state === 'authorized') tally.approved++
