@@ -87,6 +87,22 @@ describe('the authorization answered in front of the app', () => {
     expect(unknown).toMatchObject({ status: 404, body: { error: { code: 'not_found', field: 'accountId' } } })
   })
 
+  test('a body that fails while it is read is refused as unreadable JSON, not as a server error', async () => {
+    const failing = (): Request => {
+      const body = new ReadableStream<Uint8Array>({
+        pull(controller) {
+          controller.error(new Error('connection reset'))
+        },
+      })
+      const headers = { authorization: `Bearer ${fx.org.testKey}`, 'content-type': 'application/json', 'content-length': '40' }
+      return new Request('http://kassa.test/v1/payments/authorize', { method: 'POST', headers, body })
+    }
+    const front = await shape(await app.kassa.handle(failing()))
+    const route = await shape(await app.kassa.app.handle(failing()))
+    expect(front).toEqual(route)
+    expect(front).toMatchObject({ status: 400, body: { error: { code: 'invalid_request', field: 'body' } } })
+  })
+
   test('a body over the limit is 413', async () => {
     const answer = await bothWays({ key: fx.org.testKey, body: valid({ description: 'x'.repeat(app.config.bodyLimitBytes) }) })
     expect(answer).toMatchObject({ status: 413, body: { error: { code: 'invalid_request', field: 'body' } } })
