@@ -43,9 +43,18 @@ function tooLarge(limitBytes: number): ApiError {
   })
 }
 
-/** The body as JSON (`{}` when empty), or the refusal the body plugin gives it, thrown as an `ApiError`. */
+/** The same refusal for a body that cannot be read whole (the connection failed while it came) as for one that is not JSON. */
+const UNREADABLE = 'The request body is not valid JSON'
+
+/** The body as JSON (`{}` when empty), or the refusal the body plugin gives it, always thrown as an `ApiError`. */
 export async function parseJsonBody(request: Request, limitBytes: number): Promise<unknown> {
-  const text = await readLimited(request, limitBytes)
+  let text: string
+  try {
+    text = await readLimited(request, limitBytes)
+  } catch (error) {
+    if (error instanceof ApiError) throw error
+    throw new ApiError('invalid_request', UNREADABLE, { field: 'body' })
+  }
   if (text.trim() === '') return {}
   const contentType = request.headers.get('content-type') ?? ''
   if (!/^application\/(.+\+)?json\b/i.test(contentType)) {
@@ -54,7 +63,7 @@ export async function parseJsonBody(request: Request, limitBytes: number): Promi
   try {
     return JSON.parse(text)
   } catch {
-    throw new ApiError('invalid_request', 'The request body is not valid JSON', { field: 'body' })
+    throw new ApiError('invalid_request', UNREADABLE, { field: 'body' })
   }
 }
 

@@ -100,14 +100,7 @@ function authorizeInFront(runtime: Runtime, records: IdempotencyStore, app: (req
     try {
       const refused = rateLimited(await countRequest(runtime, key, request, null, AUTHORIZE_PATH), request, set)
       if (refused !== undefined) return refused
-      let body: unknown
-      try {
-        body = await parseJsonBody(request, bodyLimitBytes)
-      } catch (error) {
-        // As Elysia answers whatever its parse hook throws (a body that failed while being read
-        // included): the body plugin's own refusal, else invalid JSON.
-        throw toApiError('PARSE', { cause: error })
-      }
+      const body = await parseJsonBody(request, bodyLimitBytes)
       if (!validator.Check(body)) throw toApiError('VALIDATION', new ValidationError('body', validator, body))
       return await answerAuthorization(runtime, records, key.orgId, body, request, receivedAt, set)
     } catch (error) {
