@@ -7,7 +7,8 @@
  * (capture, void and the expiry sweep read the payment's row from Postgres). This builds the app in process on a throwaway Postgres database (DATABASE_URL, or
  * the local default), authorizes AUTHMEM_COUNT payments (default 40,000) over 64 funded accounts
  * through `app.handle`, and prints the JavaScript heap (`bun:jsc` heapStats, after a full garbage
- * collection) before and after: bytes and objects per uncaptured authorization.
+ * collection) before and after: bytes and objects per uncaptured authorization, and how long a
+ * full collection takes (`Bun.gc(true)`, the median of three) before and after.
  *
  *   ./node_modules/.bin/bun bench/authorize-memory.ts
  */
@@ -53,11 +54,17 @@ async function authorize(count: number): Promise<void> {
   if (approved !== count) throw new Error(`${count - approved} of ${count} authorizations were not approved`)
 }
 
-async function settledHeap(): Promise<{ heapSize: number; objectCount: number }> {
+async function settledHeap(): Promise<{ heapSize: number; objectCount: number; fullCollectionMs: number }> {
   Bun.gc(true)
   await Bun.sleep(200)
   Bun.gc(true)
-  return heapStats()
+  const { heapSize, objectCount } = heapStats()
+  const times = [0, 1, 2].map(() => {
+    const started = performance.now()
+    Bun.gc(true)
+    return performance.now() - started
+  })
+  return { heapSize, objectCount, fullCollectionMs: times.sort((a, b) => a - b)[1]! }
 }
 
 // A first round warms the code and the caches, so the measured round adds only what it keeps.
@@ -74,5 +81,7 @@ const figures = {
   heapAfterMb: Math.round(after.heapSize / 1e5) / 10,
   bytesPerAuthorization: Math.round((after.heapSize - before.heapSize) / COUNT),
   objectsPerAuthorization: Math.round(((after.objectCount - before.objectCount) / COUNT) * 10) / 10,
+  fullCollectionMsBefore: Math.round(before.fullCollectionMs * 100) / 100,
+  fullCollectionMsAfter: Math.round(after.fullCollectionMs * 100) / 100,
 }
 console.log(JSON.stringify(figures, null, 2))

@@ -5,8 +5,11 @@ import { newPendingHold, PendingHolds } from '../../server/ledger/pending-holds.
 let counter = 0
 function hold(orgId: string, expiresAtMs: number): PendingHold {
   counter += 1
-  return { id: `hold_${counter}`, orgId, accountId: 'acct', asset: 'USDC', amountMinor: 1n, expiresAtMs, createdAtMs: 0, closing: false }
+  return newPendingHold({ id: `hold_${counter}`, orgId, accountId: 'acct', asset: 'USDC', amountMinor: 1n, expiresAtMs, createdAtMs: 0 })
 }
+
+/** The ids of holds (views of one hold are different objects: they are compared by id). */
+const ids = (holds: PendingHold[]) => holds.map((entry) => entry.id)
 
 describe('pending holds with an expiry index', () => {
   test('answers exactly the holds due on their own organization clock, oldest first, at most max', () => {
@@ -31,12 +34,12 @@ describe('pending holds with an expiry index', () => {
     expect(holds.due(() => 100, 10)).toEqual([])
     // Its close failed: pending again, and due.
     closing.closing = false
-    expect(holds.due(() => 100, 10)).toEqual([closing])
+    expect(ids(holds.due(() => 100, 10))).toEqual([closing.id])
     // Still pending (its expiry has not committed yet): due again at the next sweep, once.
     holds.set(closing.id, closing)
-    expect(holds.due(() => 100, 10)).toEqual([closing])
+    expect(ids(holds.due(() => 100, 10))).toEqual([closing.id])
     holds.delete(closing.id)
-    expect(holds.due(() => 5_000, 10)).toEqual([later])
+    expect(ids(holds.due(() => 5_000, 10))).toEqual([later.id])
   })
 
   test('a sweep costs what is due, not what is pending', () => {
@@ -48,7 +51,7 @@ describe('pending holds with an expiry index', () => {
     const soon = hold('a', 10)
     holds.set(soon.id, soon)
     let clockReads = 0
-    expect(holds.due(() => (clockReads++, 100), 1000)).toEqual([soon])
+    expect(ids(holds.due(() => (clockReads++, 100), 1000))).toEqual([soon.id])
     expect(clockReads).toBe(1)
   })
 
@@ -76,8 +79,8 @@ describe('pending holds with an expiry index', () => {
     for (const entry of entries.slice(0, -10)) holds.delete(entry.id)
     expect(holds.size).toBe(10)
     expect(holds.due(() => 24_989, 100)).toEqual([])
-    expect(holds.due(() => 24_995, 100)).toEqual(entries.slice(-10, -4))
-    expect(holds.due(() => 30_000, 100)).toEqual(entries.slice(-10))
+    expect(ids(holds.due(() => 24_995, 100))).toEqual(ids(entries.slice(-10, -4)))
+    expect(ids(holds.due(() => 30_000, 100))).toEqual(ids(entries.slice(-10)))
   })
 })
 
@@ -121,6 +124,95 @@ describe('a pending hold as memory keeps it', () => {
     expect([kept.id, kept.orgId, kept.accountId, kept.asset, kept.expiresAtMs, kept.createdAtMs]).toEqual([fields.id, 'org_1', 'acct_1', 'USDC', 86_400_000, 0])
     const holds = new PendingHolds()
     holds.set(kept.id, kept)
-    expect(holds.get(kept.id)).toBe(kept)
+    const view = holds.get(kept.id)!
+    expect([view.id, view.orgId, view.accountId, view.asset, view.amountMinor, view.expiresAtMs, view.createdAtMs, view.ownerId]).toEqual([fields.id, 'org_1', 'acct_1', 'USDC', 7n, 86_400_000, 0, 'pay_0199aa00bb11cc22dd33ee44ff556677'])
+    expect([view.closing, view.expiring, view.ownerDurable]).toEqual([true, true, true])
+  })
+})
+
+describe('pending holds kept outside the collector\'s heap', () => {
+  const fields = { orgId: 'org_1', accountId: 'acct_1', asset: 'USDC', amountMinor: 5n, expiresAtMs: 86_400_000, createdAtMs: 0 }
+
+  test('every view of a pending hold sees what any of them wrote, until the hold is deleted', () => {
+    const holds = new PendingHolds()
+    const made = newPendingHold({ ...fields, id: 'hold_0199aa00bb11cc22dd33ee44ff556677', ownerId: 'pay_0199aa00bb11cc22dd33ee44ff556677' })
+    holds.set(made.id, made)
+    const first = holds.get(made.id)!
+    const second = holds.get(made.id)!
+    expect(first).not.toBe(second)
+    expect([holds.isPending(made), holds.isPending(first), holds.isPending(second)]).toEqual([true, true, true])
+    first.closing = true
+    made.ownerDurable = true
+    expect([made.closing, second.closing, second.ownerDurable, first.ownerDurable]).toEqual([true, true, true, true])
+    second.closing = false
+    expect([made.closing, first.closing]).toEqual([false, false])
+    first.ownerId = 'pay_0199ffffffffffffffffffffffffffff'
+    expect([made.ownerId, holds.get(made.id)!.ownerId]).toEqual(['pay_0199ffffffffffffffffffffffffffff', 'pay_0199ffffffffffffffffffffffffffff'])
+    // Deleted: every view is detached and keeps its own last values; none is pending.
+    first.closing = true
+    expect(holds.delete(made.id)).toBe(true)
+    expect(holds.get(made.id)).toBeUndefined()
+    expect([holds.isPending(made), holds.isPending(first), holds.isPending(second)]).toEqual([false, false, false])
+    expect(first.closing).toBe(true)
+    // A view written after the delete changes nothing pending, and a new hold in its slot is not its.
+    const next = newPendingHold({ ...fields, id: 'hold_0199bb00bb11cc22dd33ee44ff556677' })
+    holds.set(next.id, next)
+    second.closing = true
+    expect(holds.get(next.id)!.closing).toBe(false)
+    // Set again (a late commit landed): pending with the values the view kept.
+    holds.set(first.id, first)
+    expect(holds.isPending(first)).toBe(true)
+    expect(holds.get(first.id)!.closing).toBe(true)
+    expect(holds.size).toBe(2)
+  })
+
+  test('finds each of many holds by id through deletes and growth, ids of any form included', () => {
+    const holds = new PendingHolds()
+    const made: PendingHold[] = []
+    for (let index = 0; index < 20_000; index++) {
+      // Ids of our form, sharing their first words as UUIDv7s made in one millisecond do, and a few of another form.
+      const id = index % 1000 === 7 ? `hold_other-${index}` : `hold_0199aa00bb11${(index * 2654435761 >>> 0).toString(16).padStart(8, '0')}cc22dd33ee44`
+      const entry = newPendingHold({ ...fields, id, amountMinor: BigInt(index) * (index % 2 === 0 ? 1n : 10n ** 30n), expiresAtMs: 1_000 + index })
+      holds.set(id, entry)
+      made.push(entry)
+    }
+    for (let index = 0; index < made.length; index += 3) expect(holds.delete(made[index]!.id)).toBe(true)
+    for (let index = 0; index < made.length; index++) {
+      const found = holds.get(made[index]!.id)
+      if (index % 3 === 0) expect(found).toBeUndefined()
+      else expect([found?.id, found?.amountMinor, found?.expiresAtMs]).toEqual([made[index]!.id, made[index]!.amountMinor, 1_000 + index])
+    }
+    expect(holds.size).toBe(made.length - Math.ceil(made.length / 3))
+    expect(holds.get('hold_0199aa00bb11ffffffffcc22dd33ee45')).toBeUndefined()
+    expect(holds.get('hold_other-999999')).toBeUndefined()
+    // Everything left is due once, earliest first.
+    const due = holds.due(() => 1_000_000, 100_000)
+    expect(due.map((entry) => entry.expiresAtMs)).toEqual(made.map((_, index) => index).filter((index) => index % 3 !== 0).map((index) => 1_000 + index))
+    holds.clear()
+    expect([holds.size, holds.isPending(due[0]!), holds.get(due[0]!.id)]).toEqual([0, false, undefined])
+  })
+
+  test('keeps nothing of its holds in the collector\'s heap', async () => {
+    const { heapStats } = await import('bun:jsc')
+    const holds = new PendingHolds()
+    const settled = () => {
+      Bun.gc(true)
+      return heapStats().objectCount
+    }
+    const add = (from: number, count: number) => {
+      for (let index = from; index < from + count; index++) {
+        const suffix = index.toString(16).padStart(32, '0')
+        holds.set(`hold_${suffix}`, newPendingHold({ ...fields, id: `hold_${suffix}`, ownerId: `pay_${suffix}`, ownerDurable: true }))
+      }
+    }
+    // Grown once to its size first, so the arrays' own growth is not counted.
+    add(0, 50_000)
+    for (let index = 0; index < 50_000; index++) holds.delete(`hold_${index.toString(16).padStart(32, '0')}`)
+    const before = settled()
+    add(100_000, 50_000)
+    const after = settled()
+    expect(holds.size).toBe(50_000)
+    // A few objects of the expiry index's own (its buckets), none per hold.
+    expect(after - before).toBeLessThan(500)
   })
 })

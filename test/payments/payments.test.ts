@@ -1021,7 +1021,8 @@ describe('expiry', () => {
     }
     expect(await sweep).toBe(0)
     await app.kassa.runtime.ledger.drain()
-    expect(app.kassa.runtime.ledger.pendingHolds.get(payment.holdId)).toBe(hold)
+    expect(app.kassa.runtime.ledger.pendingHolds.isPending(hold)).toBe(true)
+    expect(app.kassa.runtime.ledger.pendingHolds.get(payment.holdId)!.closing).toBe(true)
     expect((await fx.call('GET', `/v1/payments/${payment.id}`)).body.state).toBe('authorized')
     // Given back (as a failed close gives it back), the next sweep takes it.
     hold.closing = false

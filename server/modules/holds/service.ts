@@ -198,7 +198,7 @@ export async function expireDueHolds(runtime: Runtime): Promise<number> {
       return 0
     }
   }
-  const still = due.filter((hold) => pending.get(hold.id) === hold && !hold.closing)
+  const still = due.filter((hold) => pending.isPending(hold) && !hold.closing)
   const outcomes = await Promise.allSettled(still.map((hold) => expireHold(runtime, hold, extenders)))
   for (const outcome of outcomes) if (outcome.status === 'rejected') console.error('hold expiry failed; the next sweep retries', outcome.reason)
   return outcomes.filter((outcome) => outcome.status === 'fulfilled' && outcome.value).length
