@@ -69,6 +69,19 @@ describe('slow authorizations, every one kept (SLOW_AUTHORIZATION_MS=0)', () => 
     await fx.call('POST', `/v1/payments/${approved.id}/void`)
   })
 
+  test('an answer replayed for its Idempotency-Key is kept as replayed, with no payment of its own', async () => {
+    const send = () =>
+      app.call('POST', '/v1/payments/authorize', { key: fx.org.testKey, body: { accountId: payer, asset: 'USDC', amount: '2' }, headers: { 'idempotency-key': `slow-replay-${payer}` } })
+    const first = await send()
+    const again = await send()
+    expect([first.status, again.status, again.headers.get('idempotent-replayed')]).toEqual([201, 201, 'true'])
+    const paymentId = first.body.id as string
+    const [original, replayed] = (await slowLog(app)).authorizations.slice(-2)
+    expect(original).toMatchObject({ paymentId, state: 'authorized', failureCode: null })
+    expect(replayed).toMatchObject({ paymentId: null, state: 'replayed', failureCode: null, phases: null })
+    await fx.call('POST', `/v1/payments/${paymentId}/void`)
+  })
+
   test("a commit held back shows in its approval's commit phase", async () => {
     const open = stallWriter(app.kassa.runtime.ledger.writer)
     const pending = authorize('1')

@@ -1,5 +1,5 @@
 import { describe, expect, test } from 'bun:test'
-import { SlowLog } from '../../server/lib/slow-log.ts'
+import { SlowLog, type SlowLogCodec } from '../../server/lib/slow-log.ts'
 
 describe('SlowLog', () => {
   test('keeps everything until full, oldest first', () => {
@@ -58,5 +58,40 @@ describe('SlowLog', () => {
   test('refuses a capacity that keeps nothing', () => {
     expect(() => new SlowLog<number>(3, 0)).toThrow(RangeError)
     expect(() => new SlowLog<number>(3, 1.5)).toThrow(RangeError)
+  })
+
+  test('kept as numbers with a codec, gives back the same entries in the same order as kept as objects', async () => {
+    const { heapStats } = await import('bun:jsc')
+    interface Pair {
+      at: number
+      took: number | null
+    }
+    const codec: SlowLogCodec<Pair> = {
+      width: 2,
+      write: (entry, into, at) => {
+        into[at] = entry.at
+        into[at + 1] = entry.took ?? Number.NaN
+      },
+      read: (from, at) => ({ at: from[at]!, took: Number.isNaN(from[at + 1]!) ? null : from[at + 1]! }),
+    }
+    for (const [capacity, chunkSize] of [[10, 4], [9, 2], [3, 100], [1, 1]] as const) {
+      const numbers = new SlowLog<Pair>(3, capacity, chunkSize, codec)
+      const objects = new SlowLog<Pair>(3, capacity, chunkSize)
+      for (let value = 1; value <= 40; value++) {
+        const entry = { at: value, took: value % 3 === 0 ? null : value / 8 }
+        numbers.add(entry)
+        objects.add(entry)
+        expect(numbers.entries()).toEqual(objects.entries())
+      }
+      expect(numbers.recorded).toBe(40)
+    }
+    // Nothing of a full ring's entries stays in the collector's heap.
+    const full = new SlowLog<Pair>(3, 50_000, 4096, codec)
+    Bun.gc(true)
+    const before = heapStats().objectCount
+    for (let value = 0; value < 100_000; value++) full.add({ at: value, took: value })
+    Bun.gc(true)
+    expect(heapStats().objectCount - before).toBeLessThan(100)
+    expect(full.entries().at(-1)).toEqual({ at: 99_999, took: 99_999 })
   })
 })

@@ -16,12 +16,13 @@ import { holdRow, onHoldExpiry } from '../holds/service.ts'
 import type { HoldRecord } from '../holds/repo.ts'
 import { closingHooks, holdRowsToWrite, onOwnedHoldLookup, ownedHoldId, ownerOfHoldId, releasePostings, takePendingHold } from '../holds/state.ts'
 import { assertWithinLimits } from '../transfers/fees.ts'
-import { type AuthorizePaymentInput, type CapturePaymentInput, type FailureCode, type PaymentView } from './model.ts'
+import { FAILURE_CODES, type AuthorizePaymentInput, type CapturePaymentInput, type FailureCode, type PaymentView } from './model.ts'
 import * as repo from './repo.ts'
 import { isoOf } from '../../lib/time.ts'
 import { StandingQueue } from '../../lib/standing-queue.ts'
 import { LatencyHistogram, type HistogramSnapshot } from '../../lib/histogram.ts'
-import { SlowLog } from '../../lib/slow-log.ts'
+import { SlowLog, type SlowLogCodec } from '../../lib/slow-log.ts'
+import { assert } from '../../lib/assert.ts'
 
 /** The contract's hard budget: an authorization is answered within it, approved only if durable. */
 export const AUTHORIZATION_BUDGET_MS = 500
@@ -155,7 +156,7 @@ function stateOf(runtime: Runtime): PaymentsState {
       declines: new repo.DeclineRecorder(runtime.db),
       writerQueue: new StandingQueue(AUTHORIZATION_P99_MS - AUTHORIZATION_ANSWER_MARGIN_MS, ADMISSION_INTERVAL_MS),
       answerLatency: new LatencyHistogram(),
-      slow: new SlowLog<SlowAuthorization>(runtime.config.slowAuthorizationMs, runtime.config.slowAuthorizationsKept),
+      slow: new SlowLog<SlowAuthorization>(runtime.config.slowAuthorizationMs, runtime.config.slowAuthorizationsKept, undefined, SLOW_AUTHORIZATION_CODEC),
       refusedUnrecordable: 0,
       stopped: false,
     }
@@ -391,6 +392,64 @@ export function paymentsStats(runtime: Runtime): {
     declineRecords: { waiting: state.declines.backlog, oldestWaitMs: Math.round(state.declines.oldestWaitMs() * 100) / 100, refused: state.refusedUnrecordable },
     shedding: { enabled: shedder !== undefined, share: Math.round((shedder?.currentShare ?? 0) * 100) / 100, shed: shedder?.shed ?? 0, shedOverdue: shedder?.shedOverdue ?? 0, stalls: shedder?.stalls ?? 0 },
   }
+}
+
+const SLOW_STATES = ['authorized', 'declined', 'replayed'] as const
+
+/** The 32-bit word spelled by the 8 lowercase hex digits of `text` from `from`, or -1. */
+function hexWord(text: string, from: number): number {
+  let value = 0
+  for (let digit = from; digit < from + 8; digit++) {
+    const code = text.charCodeAt(digit)
+    const nibble = code >= 48 && code <= 57 ? code - 48 : code >= 97 && code <= 102 ? code - 87 : -1
+    if (nibble < 0) return -1
+    value = value * 16 + nibble
+  }
+  return value
+}
+
+/**
+ * A slow authorization as 14 numbers (see `SlowLogCodec`): its payment's id as the four 32-bit words
+ * of its UUID, its state and failure code by their place in their lists, and its times and batch;
+ * NaN for null. A payment's id is always `pay_` and 32 hex digits (`newId`).
+ */
+const SLOW_AUTHORIZATION_CODEC: SlowLogCodec<SlowAuthorization> = {
+  width: 14,
+  write(entry, into, at) {
+    const id = entry.paymentId
+    assert(id === null || (id.length === 36 && id.startsWith('pay_')), `a payment id of our form, not ${id}`)
+    for (let word = 0; word < 4; word++) {
+      const value = id === null ? Number.NaN : hexWord(id, 4 + word * 8)
+      assert(value !== -1, `a payment id of our form, not ${id}`)
+      into[at + word] = value
+    }
+    into[at + 4] = SLOW_STATES.indexOf(entry.state)
+    into[at + 5] = entry.failureCode === null ? Number.NaN : FAILURE_CODES.indexOf(entry.failureCode)
+    into[at + 6] = entry.arrivedAtMs
+    into[at + 7] = entry.totalMs
+    const phases = entry.phases
+    into[at + 8] = phases === null ? Number.NaN : phases.beforeWriterMs
+    into[at + 9] = phases === null ? Number.NaN : phases.queuedMs
+    into[at + 10] = phases === null ? Number.NaN : phases.commitMs
+    into[at + 11] = phases === null ? Number.NaN : phases.afterCommitMs
+    into[at + 12] = entry.batchOperations ?? Number.NaN
+    into[at + 13] = entry.batchesAhead ?? Number.NaN
+  },
+  read(from, at) {
+    const nullable = (value: number) => (Number.isNaN(value) ? null : value)
+    let id = 'pay_'
+    for (let word = 0; word < 4; word++) id += from[at + word]!.toString(16).padStart(8, '0')
+    return {
+      paymentId: Number.isNaN(from[at]!) ? null : id,
+      state: SLOW_STATES[from[at + 4]!]!,
+      failureCode: Number.isNaN(from[at + 5]!) ? null : FAILURE_CODES[from[at + 5]!]!,
+      arrivedAtMs: from[at + 6]!,
+      totalMs: from[at + 7]!,
+      phases: Number.isNaN(from[at + 8]!) ? null : { beforeWriterMs: from[at + 8]!, queuedMs: from[at + 9]!, commitMs: from[at + 10]!, afterCommitMs: from[at + 11]! },
+      batchOperations: nullable(from[at + 12]!),
+      batchesAhead: nullable(from[at + 13]!),
+    }
+  },
 }
 
 function slowEntry(trace: AuthorizationTrace, answer: AuthorizeAnswer, receivedAt: number, answeredAt: number): SlowAuthorization {
