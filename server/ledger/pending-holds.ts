@@ -1,4 +1,5 @@
 import { assert } from '../lib/assert.ts'
+import { hexWord } from '../lib/ids.ts'
 import type { PendingHold } from './ledger.ts'
 
 /** What a pending hold is made of (`newPendingHold`). */
@@ -438,13 +439,8 @@ export class PendingHolds {
   private wordsOf(id: string): boolean {
     if (id.length !== ID_PREFIX.length + ID_HEX_LENGTH || !id.startsWith(ID_PREFIX)) return false
     for (let word = 0; word < 4; word++) {
-      let value = 0
-      for (let digit = 0; digit < 8; digit++) {
-        const code = id.charCodeAt(ID_PREFIX.length + word * 8 + digit)
-        const nibble = code >= 48 && code <= 57 ? code - 48 : code >= 97 && code <= 102 ? code - 87 : -1
-        if (nibble < 0) return false
-        value = value * 16 + nibble
-      }
+      const value = hexWord(id, ID_PREFIX.length + word * 8)
+      if (value < 0) return false
       this.key[word] = value
     }
     return true

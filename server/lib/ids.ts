@@ -36,3 +36,19 @@ export function isId(kind: IdKind, value: string): boolean {
   const prefix = `${kind}_`
   return value.startsWith(prefix) && ID_BODY.test(value.slice(prefix.length))
 }
+
+/**
+ * The 32-bit word spelled by the 8 lowercase hex digits of `text` from `from` (a quarter of an
+ * identifier's UUID), or -1 if they are not such digits. Memory that keeps many identifiers (pending
+ * holds, the slow authorizations' log) keeps them as four such words rather than as strings.
+ */
+export function hexWord(text: string, from: number): number {
+  let value = 0
+  for (let digit = from; digit < from + 8; digit++) {
+    const code = text.charCodeAt(digit)
+    const nibble = code >= 48 && code <= 57 ? code - 48 : code >= 97 && code <= 102 ? code - 87 : -1
+    if (nibble < 0) return -1
+    value = value * 16 + nibble
+  }
+  return value
+}

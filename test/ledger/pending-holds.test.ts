@@ -216,3 +216,14 @@ describe('pending holds kept outside the collector\'s heap', () => {
     expect(after - before).toBeLessThan(500)
   })
 })
+
+describe('an identifier read as four 32-bit words (hexWord)', () => {
+  test('reads lowercase hex digits, all of them, and refuses anything else', async () => {
+    const { hexWord, newId } = await import('../../server/lib/ids.ts')
+    expect([hexWord('ffffffff', 0), hexWord('00000000', 0), hexWord('x0199aa00b', 1), hexWord('hold_0000000a', 5)]).toEqual([0xffffffff, 0, 0x0199aa00, 10])
+    for (const wrong of ['0199AA00', '0199aa0g', '0199aa0', '0199-a00']) expect(hexWord(wrong, 0)).toBe(-1)
+    const id = newId('pay')
+    const words = [0, 1, 2, 3].map((word) => hexWord(id, 4 + word * 8))
+    expect(`pay_${words.map((word) => word.toString(16).padStart(8, '0')).join('')}`).toBe(id)
+  })
+})

@@ -6,7 +6,7 @@ import { newPendingHold } from '../../ledger/pending-holds.ts'
 import { CommitFailedError, IdempotencyKeyTaken, OperationWithdrawn, type BatchTiming, type IdempotencyAnswer, type LedgerOperation, type PaymentRow } from '../../ledger/writer.ts'
 import { ApiError, invalid, notFound } from '../../lib/errors.ts'
 import { logFailure } from '../../lib/log.ts'
-import { newId } from '../../lib/ids.ts'
+import { hexWord, newId } from '../../lib/ids.ts'
 import { onePage, pageLimit } from '../../lib/pagination.ts'
 import { formatAmount, parseAmount } from '../../lib/money.ts'
 import { inlineRecord, judgeExisting, type IdempotencyStore, type InlineIdempotency } from '../../platform/idempotency.ts'
@@ -395,18 +395,6 @@ export function paymentsStats(runtime: Runtime): {
 }
 
 const SLOW_STATES = ['authorized', 'declined', 'replayed'] as const
-
-/** The 32-bit word spelled by the 8 lowercase hex digits of `text` from `from`, or -1. */
-function hexWord(text: string, from: number): number {
-  let value = 0
-  for (let digit = from; digit < from + 8; digit++) {
-    const code = text.charCodeAt(digit)
-    const nibble = code >= 48 && code <= 57 ? code - 48 : code >= 97 && code <= 102 ? code - 87 : -1
-    if (nibble < 0) return -1
-    value = value * 16 + nibble
-  }
-  return value
-}
 
 /**
  * A slow authorization as 14 numbers (see `SlowLogCodec`): its payment's id as the four 32-bit words
