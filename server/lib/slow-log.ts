@@ -16,9 +16,10 @@ export interface SlowLogCodec<Entry> {
  * counts every one it was given, so a reader can tell how many it missed. What counts as slow is the
  * caller's (`thresholdMs`); the log only keeps what it is given, oldest first when read.
  *
- * The ring is held in chunks of `chunkSize` entries rather than one array, for the same reason as
- * `GenerationalMap`: JavaScriptCore's young-generation (eden) collection rescans, whole, every old
- * object that was given a new object since the previous collection. A full ring of one array is such
+ * The ring is held in chunks of `chunkSize` entries rather than one array: JavaScriptCore's
+ * young-generation (eden) collection rescans, whole, every old object that was given a new object
+ * since the previous collection (one `Map` of every pending hold, added to by each authorization,
+ * once paused each eden collection 20.7 to 23.4 ms with 220,000 to 250,000 pending). A full ring of one array is such
  * an object at every collection while entries keep coming, so each pause grows with the capacity;
  * in chunks, only the chunk being written is rescanned. The benchmark's servers keep 131,072 entries
  * (most authorizations past 1 ms): in isolation, one new entry per request into such a ring as one
