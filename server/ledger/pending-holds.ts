@@ -37,7 +37,8 @@ class StoredHold implements PendingHold {
   slot = -1
   generation = 0
 
-  constructor(fields: PendingHoldFields, amount: number | bigint, flags: number) {
+  /** The fields but the amount (given as kept, see `amount`) and the flags (`CLOSING` and the rest). */
+  constructor(fields: Omit<PendingHoldFields, 'amountMinor' | 'ownerDurable'>, amount: number | bigint, flags: number) {
     this.id = fields.id
     this.orgId = fields.orgId
     this.accountId = fields.accountId
@@ -314,10 +315,6 @@ export class PendingHolds {
     this.flagBytes[slot] = flags
   }
 
-  expiresAtOf(slot: number): number {
-    return this.numbers[slot * 3]!
-  }
-
   ownerOf(slot: number, holdId: string): string | undefined {
     const kind = this.references[slot * 4 + 3]!
     if (kind >= 0) return `${this.ownerKinds.stringOf(kind)}_${holdId.slice(holdId.indexOf('_') + 1)}`
@@ -342,7 +339,6 @@ export class PendingHolds {
         orgId: this.orgs.stringOf(this.references[base]!),
         accountId: this.accounts.stringOf(this.references[base + 1]!),
         asset: this.assets.stringOf(this.references[base + 2]!),
-        amountMinor: 0n,
         expiresAtMs: this.numbers[times]!,
         createdAtMs: this.numbers[times + 1]!,
         ownerId: this.ownerOf(slot, id),

@@ -19,12 +19,12 @@ export interface SlowLogCodec<Entry> {
  * The ring is held in chunks of `chunkSize` entries rather than one array: JavaScriptCore's
  * young-generation (eden) collection rescans, whole, every old object that was given a new object
  * since the previous collection (one `Map` of every pending hold, added to by each authorization,
- * once paused each eden collection 20.7 to 23.4 ms with 220,000 to 250,000 pending). A full ring of one array is such
- * an object at every collection while entries keep coming, so each pause grows with the capacity;
- * in chunks, only the chunk being written is rescanned. The benchmark's servers keep 131,072 entries
- * (most authorizations past 1 ms): in isolation, one new entry per request into such a ring as one
- * array paused each eden collection 1.56 ms on average, against 0.67 ms in chunks of 4096
- * (README, the thirtieth machine).
+ * once paused each eden collection 20.7 to 23.4 ms with 220,000 to 250,000 pending). A full ring
+ * of one array is such an object at every collection while entries keep coming, so each pause
+ * grows with the capacity; in chunks, only the chunk being written is rescanned. The benchmark's
+ * servers keep 131,072 entries (most authorizations past 1 ms): in isolation, one new entry per
+ * request into such a ring as one array paused each eden collection 1.56 ms on average, against
+ * 0.67 ms in chunks of 4096 (README, the thirtieth machine).
  *
  * With a `codec`, entries are kept as numbers in typed arrays and made into objects only when read:
  * nothing of them for the collector to trace. The slow authorizations' log does so: kept as

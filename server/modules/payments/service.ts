@@ -425,10 +425,13 @@ const SLOW_AUTHORIZATION_CODEC: SlowLogCodec<SlowAuthorization> = {
   },
   read(from, at) {
     const nullable = (value: number) => (Number.isNaN(value) ? null : value)
-    let id = 'pay_'
-    for (let word = 0; word < 4; word++) id += from[at + word]!.toString(16).padStart(8, '0')
+    let paymentId: string | null = null
+    if (!Number.isNaN(from[at]!)) {
+      paymentId = 'pay_'
+      for (let word = 0; word < 4; word++) paymentId += from[at + word]!.toString(16).padStart(8, '0')
+    }
     return {
-      paymentId: Number.isNaN(from[at]!) ? null : id,
+      paymentId,
       state: SLOW_STATES[from[at + 4]!]!,
       failureCode: Number.isNaN(from[at + 5]!) ? null : FAILURE_CODES[from[at + 5]!]!,
       arrivedAtMs: from[at + 6]!,
