@@ -239,12 +239,14 @@ export class PendingHolds {
   set(id: string, hold: PendingHold): this {
     assert(hold instanceof StoredHold, 'pending holds are made by newPendingHold')
     assert(hold.id === id, `a pending hold is kept under its own id (${hold.id}, not ${id})`)
-    let slot = this.find(id)
+    // The id is read once: its words stay in `key` for the insert (a delete reads the same ones).
+    const ours = this.wordsOf(id)
+    let slot = this.slotOf(id, ours)
     if (slot >= 0 && !(hold.store === this && hold.slot === slot && hold.attached)) {
       this.delete(id)
       slot = -1
     }
-    if (slot < 0) slot = this.insert(hold)
+    if (slot < 0) slot = this.insert(hold, ours)
     hold.store = this
     hold.slot = slot
     hold.generation = this.generations[slot]!
@@ -360,12 +362,13 @@ export class PendingHolds {
     return `${ID_PREFIX}${hex}`
   }
 
-  private insert(hold: StoredHold): number {
+  /** Keeps a hold in a free slot; `ours`: its id is of our form, its words read into `key`. */
+  private insert(hold: StoredHold, ours: boolean): number {
     if (this.free.length === 0) this.grow(this.capacity * 2)
     const slot = this.free.pop()!
     const base = slot * 4
     const times = slot * 3
-    if (this.wordsOf(hold.id)) {
+    if (ours) {
       for (let word = 0; word < 4; word++) this.words[base + word] = this.key[word]!
       this.place(slot)
     } else {
@@ -391,7 +394,12 @@ export class PendingHolds {
 
   /** The slot of a pending hold's id, or -1. */
   private find(id: string): number {
-    if (!this.wordsOf(id)) return this.otherIds.get(id) ?? -1
+    return this.slotOf(id, this.wordsOf(id))
+  }
+
+  /** `find`, the id's words already read (`ours`: into `key`). */
+  private slotOf(id: string, ours: boolean): number {
+    if (!ours) return this.otherIds.get(id) ?? -1
     const mask = this.table.length - 1
     for (let place = this.hashOfKey() & mask; ; place = (place + 1) & mask) {
       const entry = this.table[place]!

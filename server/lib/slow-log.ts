@@ -16,24 +16,17 @@ export interface SlowLogCodec<Entry> {
  * counts every one it was given, so a reader can tell how many it missed. What counts as slow is the
  * caller's (`thresholdMs`); the log only keeps what it is given, oldest first when read.
  *
- * The ring is held in chunks of `chunkSize` entries rather than one array: JavaScriptCore's
- * young-generation (eden) collection rescans, whole, every old object that was given a new object
- * since the previous collection (one `Map` of every pending hold, added to by each authorization,
- * once paused each eden collection 20.7 to 23.4 ms with 220,000 to 250,000 pending). A full ring
- * of one array is such an object at every collection while entries keep coming, so each pause
- * grows with the capacity; in chunks, only the chunk being written is rescanned. The benchmark's
- * servers keep 131,072 entries (most authorizations past 1 ms): in isolation, one new entry per
- * request into such a ring as one array paused each eden collection 1.56 ms on average, against
- * 0.67 ms in chunks of 4096 (README, the thirtieth machine).
- *
- * With a `codec`, entries are kept as numbers in typed arrays and made into objects only when read:
- * nothing of them for the collector to trace. The slow authorizations' log does so: kept as
- * objects, its 131,072 entries in a benchmark's server were three objects each (the entry, its
- * phases and its payment's id), as many as every pending hold had been.
+ * Entries are kept as numbers (`codec`) in typed arrays and made into objects only when read: a
+ * ring of objects gave the collector every kept entry to trace at each full collection (the
+ * benchmark's servers keep 131,072 slow authorizations, three objects each as objects: the entry,
+ * its phases and its payment's id), and at each young-generation (eden) collection rescanned,
+ * whole, every chunk of the ring given a new entry since the one before (one array of 131,072
+ * paused each eden collection 1.56 ms on average in isolation, against 0.67 ms in chunks of 4096;
+ * README, the thirtieth machine). Typed arrays hold nothing to trace or rescan. The ring is still
+ * allocated a chunk of `chunkSize` entries at a time, so a log that is never full stays small.
  */
 export class SlowLog<Entry> {
-  private readonly chunks: Entry[][] = []
-  /** With a codec: the entries' numbers, `chunkSize` entries of `codec.width` numbers a chunk. */
+  /** The entries' numbers, `chunkSize` entries of `codec.width` numbers a chunk. */
   private readonly rows: Float64Array[] = []
   /** Where the next entry goes, 0 to capacity - 1. */
   private next = 0
@@ -43,8 +36,8 @@ export class SlowLog<Entry> {
   constructor(
     readonly thresholdMs: number,
     readonly capacity: number,
+    private readonly codec: SlowLogCodec<Entry>,
     private readonly chunkSize = CHUNK_SIZE_DEFAULT,
-    private readonly codec?: SlowLogCodec<Entry>,
   ) {
     if (!Number.isInteger(capacity) || capacity < 1) throw new RangeError(`a slow log keeps at least one entry, not ${capacity}`)
     if (!Number.isInteger(chunkSize) || chunkSize < 1) throw new RangeError(`a slow log's chunk holds at least one entry, not ${chunkSize}`)
@@ -58,25 +51,12 @@ export class SlowLog<Entry> {
   add(entry: Entry): void {
     const chunkIndex = Math.floor(this.next / this.chunkSize)
     const offset = this.next - chunkIndex * this.chunkSize
-    if (this.codec !== undefined) {
-      let rows = this.rows[chunkIndex]
-      if (rows === undefined) {
-        rows = new Float64Array(Math.min(this.chunkSize, this.capacity - chunkIndex * this.chunkSize) * this.codec.width)
-        this.rows.push(rows)
-      }
-      this.codec.write(entry, rows, offset * this.codec.width)
-      this.next = this.next + 1 === this.capacity ? 0 : this.next + 1
-      this.recorded += 1
-      return
+    let rows = this.rows[chunkIndex]
+    if (rows === undefined) {
+      rows = new Float64Array(Math.min(this.chunkSize, this.capacity - chunkIndex * this.chunkSize) * this.codec.width)
+      this.rows.push(rows)
     }
-    let chunk = this.chunks[chunkIndex]
-    if (chunk === undefined) {
-      chunk = []
-      this.chunks.push(chunk)
-    }
-    // Filled in order the first time round (kept dense), overwritten in place after.
-    if (offset === chunk.length) chunk.push(entry)
-    else chunk[offset] = entry
+    this.codec.write(entry, rows, offset * this.codec.width)
     this.next = this.next + 1 === this.capacity ? 0 : this.next + 1
     this.recorded += 1
   }
@@ -90,8 +70,7 @@ export class SlowLog<Entry> {
     for (let taken = 0; taken < held; taken++) {
       const position = (start + taken) % this.capacity
       const chunkIndex = Math.floor(position / this.chunkSize)
-      const offset = position - chunkIndex * this.chunkSize
-      kept.push(this.codec === undefined ? this.chunks[chunkIndex]![offset]! : this.codec.read(this.rows[chunkIndex]!, offset * this.codec.width))
+      kept.push(this.codec.read(this.rows[chunkIndex]!, (position - chunkIndex * this.chunkSize) * this.codec.width))
     }
     return kept
   }

@@ -1,16 +1,34 @@
 import { describe, expect, test } from 'bun:test'
 import { SlowLog, type SlowLogCodec } from '../../server/lib/slow-log.ts'
 
+/** Numbers kept as themselves, one to an entry. */
+const NUMBERS: SlowLogCodec<number> = {
+  width: 1,
+  write: (entry, into, at) => {
+    into[at] = entry
+  },
+  read: (from, at) => from[at]!,
+}
+
+/** One-character strings kept as their character code. */
+const LETTERS: SlowLogCodec<string> = {
+  width: 1,
+  write: (entry, into, at) => {
+    into[at] = entry.charCodeAt(0)
+  },
+  read: (from, at) => String.fromCharCode(from[at]!),
+}
+
 describe('SlowLog', () => {
   test('keeps everything until full, oldest first', () => {
-    const log = new SlowLog<number>(3, 4)
+    const log = new SlowLog<number>(3, 4, NUMBERS)
     for (const value of [1, 2, 3]) log.add(value)
     expect(log.entries()).toEqual([1, 2, 3])
     expect(log.recorded).toBe(3)
   })
 
   test('once full, keeps the newest and still counts every entry given', () => {
-    const log = new SlowLog<number>(3, 4)
+    const log = new SlowLog<number>(3, 4, NUMBERS)
     for (let value = 1; value <= 10; value++) log.add(value)
     expect(log.entries()).toEqual([7, 8, 9, 10])
     expect(log.recorded).toBe(10)
@@ -20,7 +38,7 @@ describe('SlowLog', () => {
 
   test('in chunks smaller than its capacity, keeps the newest in order across chunk boundaries', () => {
     // A capacity that is not a multiple of the chunk: the last chunk is short, and the ring wraps from it.
-    const log = new SlowLog<number>(3, 10, 4)
+    const log = new SlowLog<number>(3, 10, NUMBERS, 4)
     for (let value = 1; value <= 7; value++) log.add(value)
     expect(log.entries()).toEqual([1, 2, 3, 4, 5, 6, 7])
     for (let value = 8; value <= 10; value++) log.add(value)
@@ -31,7 +49,7 @@ describe('SlowLog', () => {
     expect(log.entries()).toEqual([24, 25, 26, 27, 28, 29, 30, 31, 32, 33])
     expect(log.recorded).toBe(33)
     // Every window of the ring's positions, against a plain array kept the same way.
-    const chunked = new SlowLog<number>(3, 9, 2)
+    const chunked = new SlowLog<number>(3, 9, NUMBERS, 2)
     const plain: number[] = []
     for (let value = 1; value <= 40; value++) {
       chunked.add(value)
@@ -42,25 +60,25 @@ describe('SlowLog', () => {
 
   test('a chunk of one entry, and a chunk larger than the capacity, keep the same', () => {
     for (const chunkSize of [1, 3, 100]) {
-      const log = new SlowLog<string>(3, 3, chunkSize)
+      const log = new SlowLog<string>(3, 3, LETTERS, chunkSize)
       for (const value of ['a', 'b', 'c', 'd', 'e']) log.add(value)
       expect(log.entries()).toEqual(['c', 'd', 'e'])
     }
-    expect(() => new SlowLog<number>(3, 4, 0)).toThrow(RangeError)
+    expect(() => new SlowLog<number>(3, 4, NUMBERS, 0)).toThrow(RangeError)
   })
 
   test('slow means at least the threshold', () => {
-    const log = new SlowLog<number>(3, 1)
+    const log = new SlowLog<number>(3, 1, NUMBERS)
     expect([log.isSlow(2.999), log.isSlow(3), log.isSlow(40)]).toEqual([false, true, true])
-    expect(new SlowLog<number>(0, 1).isSlow(0)).toBe(true)
+    expect(new SlowLog<number>(0, 1, NUMBERS).isSlow(0)).toBe(true)
   })
 
   test('refuses a capacity that keeps nothing', () => {
-    expect(() => new SlowLog<number>(3, 0)).toThrow(RangeError)
-    expect(() => new SlowLog<number>(3, 1.5)).toThrow(RangeError)
+    expect(() => new SlowLog<number>(3, 0, NUMBERS)).toThrow(RangeError)
+    expect(() => new SlowLog<number>(3, 1.5, NUMBERS)).toThrow(RangeError)
   })
 
-  test('kept as numbers with a codec, gives back the same entries in the same order as kept as objects', async () => {
+  test('an entry of several numbers, nulls among them, comes back as it was given, and nothing of a full ring stays in the collector\'s heap', async () => {
     const { heapStats } = await import('bun:jsc')
     interface Pair {
       at: number
@@ -75,18 +93,17 @@ describe('SlowLog', () => {
       read: (from, at) => ({ at: from[at]!, took: Number.isNaN(from[at + 1]!) ? null : from[at + 1]! }),
     }
     for (const [capacity, chunkSize] of [[10, 4], [9, 2], [3, 100], [1, 1]] as const) {
-      const numbers = new SlowLog<Pair>(3, capacity, chunkSize, codec)
-      const objects = new SlowLog<Pair>(3, capacity, chunkSize)
+      const log = new SlowLog<Pair>(3, capacity, codec, chunkSize)
+      const given: Pair[] = []
       for (let value = 1; value <= 40; value++) {
         const entry = { at: value, took: value % 3 === 0 ? null : value / 8 }
-        numbers.add(entry)
-        objects.add(entry)
-        expect(numbers.entries()).toEqual(objects.entries())
+        log.add(entry)
+        given.push(entry)
+        expect(log.entries()).toEqual(given.slice(-capacity))
       }
-      expect(numbers.recorded).toBe(40)
+      expect(log.recorded).toBe(40)
     }
-    // Nothing of a full ring's entries stays in the collector's heap.
-    const full = new SlowLog<Pair>(3, 50_000, 4096, codec)
+    const full = new SlowLog<Pair>(3, 50_000, codec, 4096)
     Bun.gc(true)
     const before = heapStats().objectCount
     for (let value = 0; value < 100_000; value++) full.add({ at: value, took: value })

@@ -156,7 +156,7 @@ function stateOf(runtime: Runtime): PaymentsState {
       declines: new repo.DeclineRecorder(runtime.db),
       writerQueue: new StandingQueue(AUTHORIZATION_P99_MS - AUTHORIZATION_ANSWER_MARGIN_MS, ADMISSION_INTERVAL_MS),
       answerLatency: new LatencyHistogram(),
-      slow: new SlowLog<SlowAuthorization>(runtime.config.slowAuthorizationMs, runtime.config.slowAuthorizationsKept, undefined, SLOW_AUTHORIZATION_CODEC),
+      slow: new SlowLog<SlowAuthorization>(runtime.config.slowAuthorizationMs, runtime.config.slowAuthorizationsKept, SLOW_AUTHORIZATION_CODEC),
       refusedUnrecordable: 0,
       stopped: false,
     }
