@@ -260,9 +260,10 @@ export class PendingHolds {
   }
 
   delete(id: string): boolean {
-    const slot = this.find(id)
+    const ours = this.wordsOf(id)
+    const slot = this.slotOf(id, ours)
     if (slot < 0) return false
-    this.unlink(id, slot)
+    this.unlink(slot, ours)
     this.generations[slot] = (this.generations[slot]! + 1) >>> 0
     this.flagBytes[slot] = 0
     this.bigAmounts.delete(slot)
@@ -416,15 +417,13 @@ export class PendingHolds {
     this.table[place] = slot + 1
   }
 
-  /** Takes a slot out of the id table (backward-shift deletion: no tombstones) or the map beside it. */
-  private unlink(id: string, slot: number): void {
-    const other = this.otherIdOf.get(slot)
-    if (other !== undefined) {
-      this.otherIds.delete(other)
+  /** Takes a slot out of the id table (backward-shift deletion: no tombstones), or out of the map beside it when its id is not of our form (`ours` false). */
+  private unlink(slot: number, ours: boolean): void {
+    if (!ours) {
+      this.otherIds.delete(this.otherIdOf.get(slot)!)
       this.otherIdOf.delete(slot)
       return
     }
-    assert(this.wordsOf(id), 'a slot in the id table has an id of our form')
     const mask = this.table.length - 1
     let hole = this.hashOf(slot) & mask
     while (this.table[hole] !== slot + 1) hole = (hole + 1) & mask
