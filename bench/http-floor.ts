@@ -6,8 +6,8 @@
  * A child process answers `POST /v1/payments/authorize` on one of:
  * - `bun`: bare `Bun.serve`, parsing the body and answering a fixed payment-shaped JSON;
  * - `elysia`: a bare Elysia route with a TypeBox body schema, answering the same;
- * - `kassa`: Kassa's whole app (embedded in-memory PGlite, an organization with raised limits and
- *   16 funded accounts) with the ledger writer's `enqueue` replaced by an immediate success once the
+ * - `kassa`: Kassa's whole app (on Postgres, an organization with raised limits and 16 funded
+ *   accounts) with the ledger writer's `enqueue` replaced by an immediate success once the
  *   accounts are funded. Every plugin, the decision and the answer run; nothing of the
  *   authorizations is written. For attribution only, never a figure of the product: it skips
  *   durability (`bench/authorize-cpu.ts` with AUTHCPU_WRITER=skip is the same cut in process);
@@ -35,7 +35,7 @@
  *   HTTP_FLOOR_SERVERS=bun,kassa-hooks,kassa-route,kassa HTTP_FLOOR_RATE=8000 ./node_modules/.bin/bun bench/http-floor.ts
  */
 import { KeepAliveClient, type HttpAnswer } from './http-client.ts'
-import { inProcessFundedOrg, paced, processCpuMs, processStat, skipLedgerWrites } from './support.ts'
+import { createBenchDatabase, inProcessFundedOrg, paced, processCpuMs, processStat, skipLedgerWrites } from './support.ts'
 import { SERVER_PROCESS_ENV } from '../server/config.ts'
 
 const DURATION_MS = Number(process.env.HTTP_FLOOR_DURATION_MS ?? 6000)
@@ -48,6 +48,15 @@ const CONNECTIONS = Number(process.env.HTTP_FLOOR_CONNECTIONS ?? 128)
 const PORT = Number(process.env.HTTP_FLOOR_PORT ?? 0)
 const SERVERS = (process.env.HTTP_FLOOR_SERVERS ?? 'bun,elysia,kassa').split(',').filter((name) => name !== '')
 const RATE = Number(process.env.HTTP_FLOOR_RATE ?? 0)
+/**
+ * Kassa's servers run on a throwaway database on the Postgres server (DATABASE_URL, or the local
+ * default; dropped afterwards), as the benchmark's do. HTTP_FLOOR_EMBEDDED=1 runs them on the
+ * embedded in-memory PGlite instead. The writes are skipped either way, but PGlite's memory (about
+ * 1 GB of WebAssembly memory and buffers once it has run initdb) counts in the engine's heap, which
+ * sizes its collections by it: the server then allocates hundreds of megabytes between
+ * collections, and every request touches fresh pages (README, "The embedded database's memory").
+ */
+const POSTGRES = process.env.HTTP_FLOOR_EMBEDDED !== '1'
 const SERVER_BUN_ARGS = (process.env.HTTP_FLOOR_BUN_ARGS ?? '').split(' ').filter((arg) => arg !== '')
 
 const ANSWER = JSON.stringify({
@@ -107,8 +116,9 @@ async function serveKassa(kind: 'kassa' | 'kassa-route' | 'kassa-hooks' | 'kassa
   const { EMBEDDED_IN_MEMORY, openDatabase } = await import('../db/client.ts')
   const { createApp } = await import('../server/app.ts')
   const { configForTests } = await import('../server/config.ts')
-  const database = await openDatabase({ databaseUrl: undefined, embeddedPath: EMBEDDED_IN_MEMORY, poolMax: 1 })
-  const kassa = await createApp(configForTests({ rateLimitStore: 'memory', webhookDelivery: false }), { database })
+  const databaseUrl = process.env.HTTP_FLOOR_CHILD_DATABASE_URL
+  const database = databaseUrl === undefined ? await openDatabase({ databaseUrl: undefined, embeddedPath: EMBEDDED_IN_MEMORY, poolMax: 1 }) : undefined
+  const kassa = await createApp(configForTests({ rateLimitStore: 'memory', webhookDelivery: false, databaseUrl }), database === undefined ? {} : { database })
   const org = await inProcessFundedOrg(kassa, 16, '10000000')
   skipLedgerWrites(kassa)
   // Request hooks run in the order they were added: this one runs after all of Kassa's.
@@ -144,7 +154,9 @@ async function readyLine(stdout: ReadableStream<Uint8Array>): Promise<Ready> {
 }
 
 async function measure(kind: string): Promise<void> {
-  const server = Bun.spawn([process.execPath, ...SERVER_BUN_ARGS, import.meta.path, 'serve', kind], { env: { ...process.env, ...SERVER_PROCESS_ENV }, stdout: 'pipe', stderr: 'inherit' })
+  const benchDatabase = POSTGRES && kind.startsWith('kassa') ? await createBenchDatabase('floor') : undefined
+  const databaseEnv: Record<string, string> = benchDatabase === undefined ? {} : { HTTP_FLOOR_CHILD_DATABASE_URL: benchDatabase.url }
+  const server = Bun.spawn([process.execPath, ...SERVER_BUN_ARGS, import.meta.path, 'serve', kind], { env: { ...process.env, ...SERVER_PROCESS_ENV, ...databaseEnv }, stdout: 'pipe', stderr: 'inherit' })
   try {
     const ready = await readyLine(server.stdout)
     const client = new KeepAliveClient(`http://127.0.0.1:${ready.port}`)
@@ -210,6 +222,7 @@ async function measure(kind: string): Promise<void> {
   } finally {
     server.kill()
     await server.exited
+    await benchDatabase?.drop()
   }
 }
 
