@@ -1,5 +1,6 @@
-import { mkdirSync } from 'node:fs'
-import { join } from 'node:path'
+import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { dirname, join } from 'node:path'
 import { PGlite } from '@electric-sql/pglite'
 import { sql, type SQL } from 'drizzle-orm'
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core'
@@ -108,13 +109,23 @@ function openPostgres(databaseUrl: string, poolMax: number): DatabaseHandle {
   }
 }
 
+/**
+ * The embedded database. Its initdb runs in a child process (`db/pglite-init.ts`): PGlite keeps
+ * everything initdb allocated for the life of the process, about 1 GB of WebAssembly memory and
+ * copies of it, where an initialized data directory opens with about 390 MB. A folder is
+ * initialized in place the first time; an in-memory database loads a template data directory, made
+ * once per PGlite version and kept in the system's temporary folder, instead of running initdb.
+ * README, "The embedded database's memory".
+ */
 async function openPglite(path: string): Promise<DatabaseHandle> {
-  let dataDir: string | undefined
-  if (path !== EMBEDDED_IN_MEMORY) {
+  let client: PGlite
+  if (path === EMBEDDED_IN_MEMORY) {
+    client = await openPgliteFromTemplate()
+  } else {
     mkdirSync(path, { recursive: true })
-    dataDir = path
+    if (!existsSync(join(path, 'PG_VERSION'))) await runPgliteInit('dir', path)
+    client = await PGlite.create(path)
   }
-  const client = await PGlite.create(dataDir)
   const db = drizzlePglite(client, { schema }) as unknown as Database
   return {
     kind: 'pglite',
@@ -126,6 +137,51 @@ async function openPglite(path: string): Promise<DatabaseHandle> {
     async close() {
       await client.close()
     },
+  }
+}
+
+/** Runs `db/pglite-init.ts` in a child process; throws if it fails. */
+async function runPgliteInit(mode: 'dir' | 'template', target: string): Promise<void> {
+  const child = Bun.spawn([process.execPath, join(import.meta.dir, 'pglite-init.ts'), mode, target], { stdout: 'inherit', stderr: 'inherit' })
+  const code = await child.exited
+  if (code !== 0) throw new Error(`initializing the embedded database (${mode} ${target}) failed with exit code ${code}`)
+}
+
+/** The template data directory an in-memory database starts from, named by the PGlite that made it. */
+export function pgliteTemplatePath(): string {
+  const manifest = join(dirname(Bun.resolveSync('@electric-sql/pglite', import.meta.dir)), '..', 'package.json')
+  const version = (JSON.parse(readFileSync(manifest, 'utf8')) as { version: string }).version
+  return join(tmpdir(), 'kassa-pglite', `datadir-${version}.tar`)
+}
+
+/** Templates this process has made sure of, by path: each is looked for, or made, once. */
+const pgliteTemplates = new Map<string, Promise<void>>()
+
+function ensurePgliteTemplate(path: string): Promise<void> {
+  let ready = pgliteTemplates.get(path)
+  if (ready === undefined) {
+    ready = existsSync(path) ? Promise.resolve() : runPgliteInit('template', path)
+    pgliteTemplates.set(path, ready)
+    ready.catch(() => pgliteTemplates.delete(path))
+  }
+  return ready
+}
+
+/**
+ * An in-memory database loaded from the template at `path`, made first if it is not there. A
+ * template that does not load (damaged since it was written) is removed and made again, once.
+ */
+export async function openPgliteFromTemplate(path = pgliteTemplatePath()): Promise<PGlite> {
+  await ensurePgliteTemplate(path)
+  try {
+    return await PGlite.create({ loadDataDir: Bun.file(path) })
+  } catch (error) {
+    rmSync(path, { force: true })
+    pgliteTemplates.delete(path)
+    await ensurePgliteTemplate(path)
+    return await PGlite.create({ loadDataDir: Bun.file(path) }).catch((second: unknown) => {
+      throw new Error(`the embedded database's template ${path} does not load: ${String(second)} (first: ${String(error)})`)
+    })
   }
 }
 
