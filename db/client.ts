@@ -154,15 +154,19 @@ export function pgliteTemplatePath(): string {
   return join(tmpdir(), 'kassa-pglite', `datadir-${version}.tar`)
 }
 
-/** Templates this process has made sure of, by path: each is looked for, or made, once. */
+/**
+ * Templates this process has made sure of, by path: each is looked for, or made, once. A template
+ * that could not be made stays failed for the life of the process, so later databases go straight
+ * to their own initdb rather than trying again each time.
+ */
 const pgliteTemplates = new Map<string, Promise<void>>()
 
 function ensurePgliteTemplate(path: string): Promise<void> {
   let ready = pgliteTemplates.get(path)
   if (ready === undefined) {
     ready = existsSync(path) ? Promise.resolve() : runPgliteInit('template', path)
+    ready.catch(() => {}) // handled by each caller; kept here as a failure
     pgliteTemplates.set(path, ready)
-    ready.catch(() => pgliteTemplates.delete(path))
   }
   return ready
 }
@@ -170,9 +174,16 @@ function ensurePgliteTemplate(path: string): Promise<void> {
 /**
  * An in-memory database loaded from the template at `path`, made first if it is not there. A
  * template that does not load (damaged since it was written) is removed and made again, once.
+ * Where no template can be made (the temporary folder not writable, another user's), the database
+ * runs its own initdb in this process, as PGlite does by itself, and says so once.
  */
 export async function openPgliteFromTemplate(path = pgliteTemplatePath()): Promise<PGlite> {
-  await ensurePgliteTemplate(path)
+  try {
+    await ensurePgliteTemplate(path)
+  } catch (error) {
+    warnWithoutTemplate(path, error)
+    return await PGlite.create()
+  }
   try {
     return await PGlite.create({ loadDataDir: Bun.file(path) })
   } catch (error) {
@@ -183,6 +194,14 @@ export async function openPgliteFromTemplate(path = pgliteTemplatePath()): Promi
       throw new Error(`the embedded database's template ${path} does not load: ${String(second)} (first: ${String(error)})`)
     })
   }
+}
+
+const warnedWithoutTemplate = new Set<string>()
+
+function warnWithoutTemplate(path: string, error: unknown): void {
+  if (warnedWithoutTemplate.has(path)) return
+  warnedWithoutTemplate.add(path)
+  console.warn(`kassa: no template for the in-memory database at ${path} (${error instanceof Error ? error.message : String(error)}); running initdb in this process, which keeps about 1 GB more memory`)
 }
 
 const MIGRATION_LOCK_ID = 7_316_550_001

@@ -13,7 +13,7 @@
  * The template is written under a temporary name and renamed into place, so a reader never sees
  * half of one. Called by `db/client.ts`; nothing else needs it.
  */
-import { mkdirSync, renameSync, rmSync } from 'node:fs'
+import { existsSync, mkdirSync, renameSync, rmSync } from 'node:fs'
 import { dirname } from 'node:path'
 import { PGlite } from '@electric-sql/pglite'
 
@@ -27,16 +27,16 @@ if (mode === 'dir') {
   const database = await PGlite.create(target)
   await database.close()
 } else {
+  mkdirSync(dirname(target), { recursive: true })
   const scratch = `${target}.${process.pid}.tmp`
   try {
-    mkdirSync(dirname(target), { recursive: true })
     const database = await PGlite.create()
     const dump = await database.dumpDataDir('none')
     await database.close()
     await Bun.write(scratch, dump)
     renameSync(scratch, target)
   } finally {
-    rmSync(scratch, { force: true })
+    if (existsSync(scratch)) rmSync(scratch)
   }
 }
 process.exit(0)

@@ -70,4 +70,29 @@ describe('the embedded database', () => {
     await remade.close()
     expect(statSync(template).size).toBe(size)
   }, 60_000)
+
+  test('where no template can be made, an in-memory database still opens, running its own initdb, and says so', async () => {
+    const blocker = join(scratch, 'not-a-folder')
+    writeFileSync(blocker, 'a file where the template folder would go')
+    const script = `
+      import { openPgliteFromTemplate } from ${JSON.stringify(CLIENT)}
+      for (const round of [1, 2]) {
+        const database = await openPgliteFromTemplate(${JSON.stringify(join(blocker, 'datadir.tar'))})
+        const { rows } = await database.query('select 1 as one')
+        console.log(JSON.stringify({ round, rows }))
+        await database.close()
+      }
+    `
+    const child = Bun.spawn([process.execPath, '-e', script], { cwd: scratch, stdout: 'pipe', stderr: 'pipe' })
+    const [out, err, code] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited])
+    expect(code).toBe(0)
+    expect(out.trim().split('\n').map((line) => JSON.parse(line))).toEqual([
+      { round: 1, rows: [{ one: 1 }] },
+      { round: 2, rows: [{ one: 1 }] },
+    ])
+    // One attempt to make the template (its child's error, once) and one warning: the second
+    // database went straight to its own initdb.
+    expect(err.match(/code: "(EEXIST|ENOTDIR)"/g)?.length).toBe(1)
+    expect(err.match(/no template for the in-memory database/g)?.length).toBe(1)
+  }, 60_000)
 })
