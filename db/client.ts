@@ -178,21 +178,27 @@ function ensurePgliteTemplate(path: string): Promise<void> {
  * runs its own initdb in this process, as PGlite does by itself, and says so once.
  */
 export async function openPgliteFromTemplate(path = pgliteTemplatePath()): Promise<PGlite> {
+  const first = await loadPgliteTemplate(path)
+  if (first.database !== undefined) return first.database
+  rmSync(path, { force: true })
+  pgliteTemplates.delete(path)
+  const second = await loadPgliteTemplate(path)
+  if (second.database !== undefined) return second.database
+  throw new Error(`the embedded database's template ${path} does not load: ${String(second.error)} (before it was made again: ${String(first.error)})`)
+}
+
+/** A database from the template, or its own initdb where no template can be made; the load's error if the template does not load. */
+async function loadPgliteTemplate(path: string): Promise<{ database: PGlite; error?: undefined } | { database?: undefined; error: unknown }> {
   try {
     await ensurePgliteTemplate(path)
   } catch (error) {
     warnWithoutTemplate(path, error)
-    return await PGlite.create()
+    return { database: await PGlite.create() }
   }
   try {
-    return await PGlite.create({ loadDataDir: Bun.file(path) })
+    return { database: await PGlite.create({ loadDataDir: Bun.file(path) }) }
   } catch (error) {
-    rmSync(path, { force: true })
-    pgliteTemplates.delete(path)
-    await ensurePgliteTemplate(path)
-    return await PGlite.create({ loadDataDir: Bun.file(path) }).catch((second: unknown) => {
-      throw new Error(`the embedded database's template ${path} does not load: ${String(second)} (first: ${String(error)})`)
-    })
+    return { error }
   }
 }
 
