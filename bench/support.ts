@@ -248,6 +248,11 @@ export interface CpuSnapshot {
    */
   serverMainMs: number
   /**
+   * The server's minor page faults so far: each the first touch of a page the process had not
+   * used or had given back, a cost in system time that grows with the memory a request touches.
+   */
+  serverMinorFaults: number
+  /**
    * Every Postgres process's CPU so far, by process id. A run's figure is the sum of each process's
    * growth over it: a backend that started during the run counts from its start, and one that
    * ended during it (a connection of the previous server closing) is left out, where a sum over
@@ -318,7 +323,7 @@ function statOf(path: string): { userMs: number; systemMs: number; minorFaults: 
  * process, the server and Postgres (every backend and helper process) used. Zeros elsewhere.
  */
 export function cpuSnapshot(serverPid: number): CpuSnapshot {
-  if (!existsSync('/proc/stat')) return { generatorMs: 0, serverMs: 0, serverMainMs: 0, postgresMsByPid: new Map(), machineBusyMs: 0, machineAllMs: 0, machineStolenMs: 0, generatorMainWaitMs: 0, serverMainWaitMs: 0, postgresWaitMsByPid: new Map() }
+  if (!existsSync('/proc/stat')) return { generatorMs: 0, serverMs: 0, serverMainMs: 0, serverMinorFaults: 0, postgresMsByPid: new Map(), machineBusyMs: 0, machineAllMs: 0, machineStolenMs: 0, generatorMainWaitMs: 0, serverMainWaitMs: 0, postgresWaitMsByPid: new Map() }
   const postgresMsByPid = new Map<string, number>()
   const postgresWaitMsByPid = new Map<string, number>()
   for (const entry of readdirSync('/proc')) {
@@ -343,6 +348,7 @@ export function cpuSnapshot(serverPid: number): CpuSnapshot {
     generatorMs: (usage.user + usage.system) / 1000,
     serverMs: processCpuMs(serverPid),
     serverMainMs: statCpuMs(`/proc/${serverPid}/task/${serverPid}/stat`),
+    serverMinorFaults: processStat(serverPid).minorFaults,
     postgresMsByPid, machineBusyMs: (all - idle) * TICK_MS, machineAllMs: all * TICK_MS, machineStolenMs: (cpu[7] ?? 0) * TICK_MS,
     generatorMainWaitMs: runQueueWaitMs(`/proc/${process.pid}/task/${process.pid}/schedstat`),
     serverMainWaitMs: runQueueWaitMs(`/proc/${serverPid}/task/${serverPid}/schedstat`),
@@ -373,6 +379,7 @@ export function cpuPerOperation(
     generatorUs,
     serverUs,
     serverMainUs: per(after.serverMainMs - before.serverMainMs),
+    serverFaultsPerAnswer: operations === 0 ? 0 : round2((after.serverMinorFaults - before.serverMinorFaults) / operations),
     postgresUs,
     machineBusyPercent: all === 0 ? 0 : Math.round(((after.machineBusyMs - before.machineBusyMs) / all) * 100),
     machineStolenMs: after.machineStolenMs - before.machineStolenMs,
@@ -398,6 +405,8 @@ export interface CpuPerOperation {
   generatorUs: number
   serverUs: number
   serverMainUs: number
+  /** The server's minor page faults per answer. */
+  serverFaultsPerAnswer: number
   postgresUs: number
   machineBusyPercent: number
   machineStolenMs: number

@@ -7,6 +7,7 @@ function snapshot(postgres: Record<string, number>, postgresWait: Record<string,
     generatorMs: 0,
     serverMs: 0,
     serverMainMs: 0,
+    serverMinorFaults: 0,
     postgresMsByPid: new Map(Object.entries(postgres)),
     machineBusyMs: 0,
     machineAllMs: 0,
@@ -38,5 +39,14 @@ describe("the benchmarks' Postgres run-queue wait", () => {
     const before = { ...snapshot({}, { '100': 50, '200': 900, '300': 10 }), machineAllMs: 0 }
     const after = { ...snapshot({}, { '100': 60, '300': 50, '400': 25 }), machineAllMs: 1000 * availableParallelism() }
     expect(cpuPerOperation(before, after, 1000).postgresWaitPercent).toBe(7.5)
+  })
+})
+
+describe("the benchmarks' server page faults per answer", () => {
+  test("are the server's minor faults over the run divided by its answers", () => {
+    const before = { ...snapshot({}), serverMinorFaults: 1_000 }
+    const after = { ...snapshot({}), serverMinorFaults: 1_000 + 4_260 }
+    expect(cpuPerOperation(before, after, 10_000).serverFaultsPerAnswer).toBe(0.43)
+    expect(cpuPerOperation(before, after, 0).serverFaultsPerAnswer).toBe(0)
   })
 })
