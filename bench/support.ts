@@ -344,11 +344,12 @@ export function cpuSnapshot(serverPid: number): CpuSnapshot {
   const idle = (cpu[3] ?? 0) + (cpu[4] ?? 0)
   const all = cpu.reduce((sum, value) => sum + value, 0)
   const usage = process.cpuUsage()
+  const server = processStat(serverPid)
   return {
     generatorMs: (usage.user + usage.system) / 1000,
-    serverMs: processCpuMs(serverPid),
+    serverMs: server.userMs + server.systemMs,
     serverMainMs: statCpuMs(`/proc/${serverPid}/task/${serverPid}/stat`),
-    serverMinorFaults: processStat(serverPid).minorFaults,
+    serverMinorFaults: server.minorFaults,
     postgresMsByPid, machineBusyMs: (all - idle) * TICK_MS, machineAllMs: all * TICK_MS, machineStolenMs: (cpu[7] ?? 0) * TICK_MS,
     generatorMainWaitMs: runQueueWaitMs(`/proc/${process.pid}/task/${process.pid}/schedstat`),
     serverMainWaitMs: runQueueWaitMs(`/proc/${serverPid}/task/${serverPid}/schedstat`),

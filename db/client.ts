@@ -147,11 +147,16 @@ async function runPgliteInit(mode: 'dir' | 'template', target: string): Promise<
   if (code !== 0) throw new Error(`initializing the embedded database (${mode} ${target}) failed with exit code ${code}`)
 }
 
-/** The template data directory an in-memory database starts from, named by the PGlite that made it. */
+let templatePath: string | undefined
+
+/** The template data directory an in-memory database starts from, named by the PGlite that made it (read once). */
 export function pgliteTemplatePath(): string {
-  const manifest = join(dirname(Bun.resolveSync('@electric-sql/pglite', import.meta.dir)), '..', 'package.json')
-  const version = (JSON.parse(readFileSync(manifest, 'utf8')) as { version: string }).version
-  return join(tmpdir(), 'kassa-pglite', `datadir-${version}.tar`)
+  if (templatePath === undefined) {
+    const manifest = join(dirname(Bun.resolveSync('@electric-sql/pglite', import.meta.dir)), '..', 'package.json')
+    const version = (JSON.parse(readFileSync(manifest, 'utf8')) as { version: string }).version
+    templatePath = join(tmpdir(), 'kassa-pglite', `datadir-${version}.tar`)
+  }
+  return templatePath
 }
 
 /**
