@@ -127,8 +127,8 @@ describe('holds', () => {
 
   test('while its expiry is committing, a hold answers hold_expired, not hold_not_active', async () => {
     const hold = (await placeHold('3', 60)).body
-    expect((await fx.call('POST', '/v1/sandbox/clock/advance', { seconds: 61 })).status).toBe(200)
-    await whileExpiryCommits(app.kassa.runtime, hold.id, async () => {
+    const advance = async () => expect((await fx.call('POST', '/v1/sandbox/clock/advance', { seconds: 61 })).status).toBe(200)
+    await whileExpiryCommits(app.kassa.runtime, hold.id, advance, async () => {
       const capture = await fx.call('POST', `/v1/holds/${hold.id}/capture`, { destinationAccountId: merchant })
       expect([capture.status, capture.body.error.code]).toEqual([422, 'hold_expired'])
       const release = await fx.call('POST', `/v1/holds/${hold.id}/release`)

@@ -965,9 +965,9 @@ describe('expiry', () => {
 
   test('while its lapse is committing, an authorization answers hold_expired to capture and void', async () => {
     const payment = (await authorize('4')).body
-    expect((await fx.call('POST', '/v1/sandbox/clock/advance', { seconds: 24 * 3600 + 1 })).status).toBe(200)
+    const advance = async () => expect((await fx.call('POST', '/v1/sandbox/clock/advance', { seconds: 24 * 3600 + 1 })).status).toBe(200)
     // Answered directly: the ledger's state cannot be read while its writer is stalled.
-    await whileExpiryCommits(app.kassa.runtime, payment.holdId, async () => {
+    await whileExpiryCommits(app.kassa.runtime, payment.holdId, advance, async () => {
       const capture = await fx.call('POST', `/v1/payments/${payment.id}/capture`, {})
       expect([capture.status, capture.body.error.code]).toEqual([422, 'hold_expired'])
       const voided = await fx.call('POST', `/v1/payments/${payment.id}/void`)

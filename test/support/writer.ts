@@ -32,14 +32,18 @@ export function stallWriter(writer: GroupCommitWriter): () => void {
 }
 
 /**
- * Runs `check` while the expiry sweep's commit of the due hold `holdId` is in flight (the writer
- * stalled, so the commit waits), then lets it commit and waits for it. The sweep started here or
- * the app's own may be the one that takes the hold.
+ * Runs `check` while the expiry sweep's commit of the hold `holdId` is in flight: the writer is
+ * stalled first, then `advance` moves the organization's clock past the hold's expiry, so no sweep
+ * (the app's own, every 250 ms, included) can commit the expiry before `check` runs; where the
+ * clock moved first, the app's sweep could take and commit it in between, and the hold was gone.
+ * Then lets the commit through and waits for it. The sweep started here or the app's own may be
+ * the one that takes the hold.
  */
-export async function whileExpiryCommits(runtime: Runtime, holdId: string, check: () => Promise<void>): Promise<void> {
+export async function whileExpiryCommits(runtime: Runtime, holdId: string, advance: () => Promise<void>, check: () => Promise<void>): Promise<void> {
   const open = stallWriter(runtime.ledger.writer)
   let sweep: Promise<number> | undefined
   try {
+    await advance()
     sweep = expireDueHolds(runtime)
     for (let attempt = 0; attempt < 100 && runtime.ledger.pendingHolds.get(holdId)?.closing !== true; attempt++) await Bun.sleep(10)
     expect(runtime.ledger.pendingHolds.get(holdId)).toMatchObject({ closing: true, expiring: true })
