@@ -170,7 +170,8 @@ function ensurePgliteTemplate(path: string): Promise<void> {
   let ready = pgliteTemplates.get(path)
   if (ready === undefined) {
     ready = existsSync(path) ? Promise.resolve() : runPgliteInit('template', path)
-    ready.catch(() => {}) // handled by each caller; kept here as a failure
+    // Said once, where it failed; kept as a failure for every later caller.
+    ready.catch((error: unknown) => console.warn(`kassa: no template for the in-memory database at ${path} (${error instanceof Error ? error.message : String(error)}); running initdb in this process, which keeps about 1 GB more memory`))
     pgliteTemplates.set(path, ready)
   }
   return ready
@@ -196,8 +197,7 @@ export async function openPgliteFromTemplate(path = pgliteTemplatePath()): Promi
 async function loadPgliteTemplate(path: string): Promise<{ database: PGlite; error?: undefined } | { database?: undefined; error: unknown }> {
   try {
     await ensurePgliteTemplate(path)
-  } catch (error) {
-    warnWithoutTemplate(path, error)
+  } catch {
     return { database: await PGlite.create() }
   }
   try {
@@ -205,14 +205,6 @@ async function loadPgliteTemplate(path: string): Promise<{ database: PGlite; err
   } catch (error) {
     return { error }
   }
-}
-
-const warnedWithoutTemplate = new Set<string>()
-
-function warnWithoutTemplate(path: string, error: unknown): void {
-  if (warnedWithoutTemplate.has(path)) return
-  warnedWithoutTemplate.add(path)
-  console.warn(`kassa: no template for the in-memory database at ${path} (${error instanceof Error ? error.message : String(error)}); running initdb in this process, which keeps about 1 GB more memory`)
 }
 
 const MIGRATION_LOCK_ID = 7_316_550_001

@@ -9,6 +9,13 @@ afterAll(() => rmSync(scratch, { recursive: true, force: true }))
 
 const CLIENT = join(import.meta.dir, '..', '..', 'db', 'client.ts')
 
+/** Runs `script` in a Bun process of its own (from the scratch folder); its output and exit code. */
+async function runScript(script: string): Promise<{ out: string; err: string; code: number }> {
+  const child = Bun.spawn([process.execPath, '-e', script], { cwd: scratch, stdout: 'pipe', stderr: 'pipe' })
+  const [out, err, code] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited])
+  return { out, err, code }
+}
+
 /**
  * Opens the embedded database at `path` in a process of its own (this one holds many databases
  * already), runs the migrations, reads and writes, and reports the engine's count of memory
@@ -29,8 +36,7 @@ async function openInChild(path: string, write: string | undefined): Promise<{ e
     await handle.close()
     console.log(JSON.stringify({ extraMemoryMb, rows: rows.map((row) => row.note) }))
   `
-  const child = Bun.spawn([process.execPath, '-e', script], { cwd: scratch, stdout: 'pipe', stderr: 'pipe' })
-  const [out, err, code] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited])
+  const { out, err, code } = await runScript(script)
   expect({ code, err: code === 0 ? '' : err }).toEqual({ code: 0, err: '' })
   return JSON.parse(out.trim().split('\n').at(-1)!) as { extraMemoryMb: number; rows: string[] }
 }
@@ -83,8 +89,7 @@ describe('the embedded database', () => {
         await database.close()
       }
     `
-    const child = Bun.spawn([process.execPath, '-e', script], { cwd: scratch, stdout: 'pipe', stderr: 'pipe' })
-    const [out, err, code] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited])
+    const { out, err, code } = await runScript(script)
     expect(code).toBe(0)
     expect(out.trim().split('\n').map((line) => JSON.parse(line))).toEqual([
       { round: 1, rows: [{ one: 1 }] },
