@@ -474,6 +474,32 @@ interface ServerStats extends WriterStats {
   postgres: PostgresActivity
 }
 
+interface SlowPage {
+  recorded: number
+  hasMore: boolean
+  authorizations: Array<SlowAuthorization & { seq: number }>
+}
+
+/** How many slow authorizations the server has recorded so far: the cursor a run's own start from. */
+async function slowRecorded(base: string): Promise<number> {
+  return ((await call(base, 'GET', '/ops/v1/payments/slow?limit=1', OPERATOR_TOKEN)).body as SlowPage).recorded
+}
+
+/**
+ * The slow authorizations the server recorded after `after` that it still keeps, read a page at a
+ * time: the log read whole held the server's thread for up to 633 ms (README, "Where a slow
+ * authorization's time went").
+ */
+async function slowSince(base: string, after: number): Promise<SlowAuthorization[]> {
+  const entries: SlowAuthorization[] = []
+  for (;;) {
+    const page = (await call(base, 'GET', `/ops/v1/payments/slow?after=${after}&limit=1000`, OPERATOR_TOKEN)).body as SlowPage
+    entries.push(...page.authorizations)
+    if (!page.hasMore || page.authorizations.length === 0) return entries
+    after = page.authorizations.at(-1)!.seq
+  }
+}
+
 async function serverStats(base: string): Promise<ServerStats> {
   const [writer, payments, activity] = await Promise.all([writerStats(base), call(base, 'GET', '/ops/v1/payments/stats', OPERATOR_TOKEN), postgresActivity()])
   return { ...writer, answerLatencyMs: payments.body.answerLatencyMs, shed: payments.body.shedding.shed, stalls: payments.body.shedding.stalls, postgres: activity }
@@ -583,6 +609,7 @@ async function openLoop(base: string, serverPid: number, targets: Target[], rate
   await warmConnections(base, rate)
   await drive(WARMUP_MS)
   const before = await serverStats(base)
+  const slowBefore = await slowRecorded(base)
   const cpuBefore = cpuSnapshot(serverPid)
   recorder.recording = true
   const drivenFrom = performance.now()
@@ -603,8 +630,7 @@ async function openLoop(base: string, serverPid: number, targets: Target[], rate
   recorder.recording = false
   const cpuAfter = cpuSnapshot(serverPid)
   const after = await serverStats(base)
-  const slowLog = (await call(base, 'GET', '/ops/v1/payments/slow', OPERATOR_TOKEN)).body as { authorizations: SlowAuthorization[] }
-  const byId = new Map(slowLog.authorizations.filter((entry) => entry.paymentId !== null).map((entry) => [entry.paymentId!, entry]))
+  const byId = new Map((await slowSince(base, slowBefore)).filter((entry) => entry.paymentId !== null).map((entry) => [entry.paymentId!, entry]))
   // The recorder keeps only the answers over SLOW_MS; of them, those over the budget.
   const slowAnswers = whereSlowAnswersWent(recorder.slow, byId, SLOW_MS)
   const overBudgetAnswers = whereSlowAnswersWent(recorder.slow.filter((answer) => answer.answeredAt - answer.dueAt > BUDGET_MS), byId, BUDGET_MS)

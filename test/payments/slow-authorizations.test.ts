@@ -9,7 +9,9 @@ interface SlowLogBody {
   thresholdMs: number
   recorded: number
   kept: number
-  authorizations: SlowAuthorization[]
+  missed: number
+  hasMore: boolean
+  authorizations: Array<SlowAuthorization & { seq: number }>
 }
 
 async function startWith(slowAuthorizationMs: number, slowAuthorizationsKept = SLOW_AUTHORIZATIONS_KEPT_DEFAULT): Promise<{ app: TestApp; fx: LedgerFixture; payer: string }> {
@@ -20,8 +22,8 @@ async function startWith(slowAuthorizationMs: number, slowAuthorizationsKept = S
   return { app, fx, payer }
 }
 
-async function slowLog(app: TestApp): Promise<SlowLogBody> {
-  const response = await app.ops('GET', '/ops/v1/payments/slow')
+async function slowLog(app: TestApp, query = ''): Promise<SlowLogBody> {
+  const response = await app.ops('GET', `/ops/v1/payments/slow${query}`)
   expect(response.status).toBe(200)
   return response.body as SlowLogBody
 }
@@ -65,7 +67,8 @@ describe('slow authorizations, every one kept (SLOW_AUTHORIZATION_MS=0)', () => 
     expectPhasesAddUp(approval!)
     expect(decline).toMatchObject({ paymentId: declined.id, state: 'declined', failureCode: declined.failureCode, phases: null, batchOperations: null, batchesAhead: null })
     expect(decline!.arrivedAtMs).toBeGreaterThanOrEqual(approval!.arrivedAtMs)
-    expect(after.kept).toBe(after.authorizations.length)
+    expect(after.kept).toBe(after.recorded)
+    expect(after.authorizations.map((entry) => entry.seq).slice(-2)).toEqual([after.recorded - 1, after.recorded])
     await fx.call('POST', `/v1/payments/${approved.id}/void`)
   })
 
@@ -106,7 +109,7 @@ describe('slow authorizations, above the threshold only', () => {
     const { app, fx, payer } = await startWith(500)
     try {
       for (const amount of ['1', '2', '1000000']) await fx.call('POST', '/v1/payments/authorize', { accountId: payer, asset: 'USDC', amount })
-      expect(await slowLog(app)).toEqual({ thresholdMs: 500, recorded: 0, kept: 0, authorizations: [] })
+      expect(await slowLog(app)).toEqual({ thresholdMs: 500, recorded: 0, kept: 0, missed: 0, hasMore: false, authorizations: [] })
     } finally {
       await app.close()
     }
@@ -129,8 +132,66 @@ describe('slow authorizations, above the threshold only', () => {
       expect(log.recorded).toBe(3)
       expect(log.kept).toBe(2)
       expect(log.authorizations.map((entry) => entry.paymentId)).toEqual(ids.slice(1))
+      // A cursor from before the oldest kept: what is kept, and how many after it were overwritten.
+      const fromStart = await slowLog(app, '?after=0')
+      expect([fromStart.missed, fromStart.hasMore, fromStart.authorizations.map((entry) => [entry.seq, entry.paymentId])]).toEqual([1, false, [[2, ids[1]!], [3, ids[2]!]]])
     } finally {
       await app.close()
     }
+  })
+})
+
+describe('slow authorizations, a page at a time', () => {
+  let app: TestApp
+  let fx: LedgerFixture
+  let payer: string
+  const ids: string[] = []
+  beforeAll(async () => {
+    ;({ app, fx, payer } = await startWith(0))
+    for (let index = 0; index < 7; index++) {
+      const response = await fx.call('POST', '/v1/payments/authorize', { accountId: payer, asset: 'USDC', amount: '0.01' })
+      expect(response.status).toBe(201)
+      ids.push((response.body as { id: string }).id)
+    }
+  })
+  afterAll(async () => {
+    await app.close()
+  })
+
+  test('without a cursor, the newest page; with one, those after it, page by page to the newest', async () => {
+    const newest = await slowLog(app, '?limit=3')
+    expect(newest.recorded).toBe(7)
+    expect([newest.kept, newest.hasMore, newest.missed]).toEqual([7, false, 0])
+    expect(newest.authorizations.map((entry) => [entry.seq, entry.paymentId])).toEqual([[5, ids[4]!], [6, ids[5]!], [7, ids[6]!]])
+    // The default page holds them all here (100).
+    expect((await slowLog(app)).authorizations.map((entry) => entry.paymentId)).toEqual(ids)
+    const pages: string[][] = []
+    let after = 0
+    for (;;) {
+      const page = await slowLog(app, `?after=${after}&limit=3`)
+      pages.push(page.authorizations.map((entry) => entry.paymentId!))
+      if (!page.hasMore) break
+      after = page.authorizations.at(-1)!.seq
+    }
+    expect(pages).toEqual([ids.slice(0, 3), ids.slice(3, 6), ids.slice(6)])
+    expect((await slowLog(app, '?after=7')).authorizations).toEqual([])
+  })
+
+  test('a page size or cursor out of range is refused with the field named, and nothing is read', async () => {
+    for (const [query, field] of [
+      ['?limit=0', 'limit'],
+      ['?limit=1001', 'limit'],
+      ['?after=-1', 'after'],
+      ['?after=8', 'after'],
+      ['?after=1.5', 'after'],
+      ['?after=first', 'after'],
+      ['?limit=ten', 'limit'],
+    ] as const) {
+      const response = await app.ops('GET', `/ops/v1/payments/slow${query}`)
+      expect([query, response.status]).toEqual([query, 400])
+      expect(response.body.error).toMatchObject({ code: 'invalid_request', field })
+    }
+    expect((await app.ops('GET', '/ops/v1/payments/slow?cursor=1')).status).toBe(400)
+    expect((await slowLog(app, '?limit=1000')).authorizations).toHaveLength(7)
   })
 })

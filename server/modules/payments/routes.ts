@@ -56,23 +56,36 @@ export function paymentsOpsRoutes(runtime: Runtime) {
     }),
     detail: apiDoc('Authorization latency of this instance', 'Operators', { security: 'operator', description: 'Benchmarks read it beside the callers\' own latencies.' }),
   })
-    .get('/payments/slow', () => service.slowAuthorizations(runtime), {
+    .get('/payments/slow', ({ query }) => service.slowAuthorizations(runtime, query), {
+      query: SlowAuthorizationsQuery,
       response: SlowAuthorizations,
       detail: apiDoc('Slow authorizations of this instance', 'Operators', {
         security: 'operator',
-        description: `The latest SLOW_AUTHORIZATIONS_KEPT (default ${SLOW_AUTHORIZATIONS_KEPT_DEFAULT}) authorizations at most that took SLOW_AUTHORIZATION_MS or longer from reaching this instance to their answer, oldest first, with where each approval's time went. A caller on the same machine can set arrivedAtMs beside its own clock to see what happened before the server read the request and after it answered (the benchmark does: README, "Benchmarks").`,
+        description: `The authorizations that took SLOW_AUTHORIZATION_MS or longer from reaching this instance to their answer, of the latest SLOW_AUTHORIZATIONS_KEPT (default ${SLOW_AUTHORIZATIONS_KEPT_DEFAULT}) kept, a page at a time, oldest first, with where each approval's time went. Each is numbered in the order it was recorded (seq, from 1): after reads those after a seq (pass the last one of a page for the next; hasMore says whether newer ones follow, missed how many after it were overwritten before this read), and without it the newest. limit is ${service.SLOW_PAGE_DEFAULT} when left out, at most ${service.SLOW_PAGE_MAX}: the server's one thread builds the answer, and the whole log at once (the benchmark's 131,072) held it for up to 633 ms, past an authorization's budget. A caller on the same machine can set arrivedAtMs beside its own clock to see what happened before the server read the request and after it answered (the benchmark does: README, "Benchmarks").`,
       }),
     })
 }
+
+/** The range of both is checked by the service, which names the field (as `pageLimit` does for every list). */
+const SlowAuthorizationsQuery = t.Object(
+  {
+    after: t.Optional(t.Integer({ description: 'A seq: the page starts after it. Left out: the newest page' })),
+    limit: t.Optional(t.Integer({ description: `Page size, 1 to ${service.SLOW_PAGE_MAX}; ${service.SLOW_PAGE_DEFAULT} when left out` })),
+  },
+  { additionalProperties: false },
+)
 
 const Ms = (description: string) => t.Number({ description: `${description}, milliseconds` })
 
 const SlowAuthorizations = t.Object({
   thresholdMs: t.Integer({ description: 'SLOW_AUTHORIZATION_MS: an authorization that took at least this long is kept' }),
   recorded: t.Integer({ description: 'Slow authorizations since this instance started, kept or since overwritten by newer ones' }),
-  kept: t.Integer({ description: 'How many are listed' }),
+  kept: t.Integer({ description: 'How many the log holds now, the newest (at most SLOW_AUTHORIZATIONS_KEPT)' }),
+  missed: t.Integer({ description: 'Of those after `after`, how many were overwritten by newer ones before this read (0 without after)' }),
+  hasMore: t.Boolean({ description: 'Whether newer kept authorizations follow this page' }),
   authorizations: t.Array(
     t.Object({
+      seq: t.Integer({ description: 'Its number in the order this instance recorded slow authorizations, from 1' }),
       paymentId: t.Union([t.String(), t.Null()], { description: 'The payment; null for a replayed Idempotency-Key' }),
       state: t.Union([t.Literal('authorized'), t.Literal('declined'), t.Literal('replayed')]),
       failureCode: t.Union([t.String(), t.Null()]),

@@ -466,16 +466,40 @@ function slowEntry(trace: AuthorizationTrace, answer: AuthorizeAnswer, receivedA
   }
 }
 
+/** A page of the slow-authorization log: 100 entries when `limit` is left out, at most 1,000. */
+export const SLOW_PAGE_DEFAULT = 100
+export const SLOW_PAGE_MAX = 1000
+
 /**
- * The latest authorizations of this instance slower than `SLOW_AUTHORIZATION_MS` (from arrival to
- * answer), oldest first, with where each approval's time went: before the ledger writer had it
- * (rate limiting, authentication, parsing, the decision), waiting in its queue for the batch ahead,
- * its batch's commit, and after the commit until answered.
+ * A page of this instance's authorizations slower than `SLOW_AUTHORIZATION_MS` (from arrival to
+ * answer), oldest first, each numbered in the order they were recorded (`seq`, from 1), with where
+ * each approval's time went: before the ledger writer had it (rate limiting, authentication,
+ * parsing, the decision), waiting in its queue for the batch ahead, its batch's commit, and after
+ * the commit until answered. Those after `after` (a `seq`; the last one of a page reads the next),
+ * or without it the newest. A page, never the whole log: the server's one thread builds the answer,
+ * and the log read whole (the benchmark's 131,072 entries) held it for up to 633 ms, longer than an
+ * authorization's budget.
  */
-export function slowAuthorizations(runtime: Runtime): { thresholdMs: number; recorded: number; kept: number; authorizations: SlowAuthorization[] } {
+export function slowAuthorizations(
+  runtime: Runtime,
+  query: { after?: number; limit?: number },
+): { thresholdMs: number; recorded: number; kept: number; missed: number; hasMore: boolean; authorizations: Array<SlowAuthorization & { seq: number }> } {
   const log = stateOf(runtime).slow
-  const authorizations = log.entries()
-  return { thresholdMs: log.thresholdMs, recorded: log.recorded, kept: authorizations.length, authorizations }
+  const limit = query.limit ?? SLOW_PAGE_DEFAULT
+  if (!Number.isSafeInteger(limit) || limit < 1 || limit > SLOW_PAGE_MAX) throw invalid('limit', `limit must be a whole number from 1 to ${SLOW_PAGE_MAX}`)
+  const after = query.after
+  if (after !== undefined && (!Number.isSafeInteger(after) || after < 0 || after > log.recorded)) {
+    throw invalid('after', `after must be a whole number from 0 to ${log.recorded}, the slow authorizations this instance has recorded since it started`)
+  }
+  const page = log.page(after, limit)
+  return {
+    thresholdMs: log.thresholdMs,
+    recorded: log.recorded,
+    kept: log.recorded - log.oldestKept + 1,
+    missed: page.missed,
+    hasMore: page.hasMore,
+    authorizations: page.entries.map(({ seq, entry }) => ({ seq, ...entry })),
+  }
 }
 
 /** The instance's decline recorder (for tests that hold its writes back). */
