@@ -470,7 +470,7 @@ describe('fail closed while queued', () => {
     expect(second!.body).toMatchObject({ state: 'declined', failureCode: 'processing_timeout', holdId: null })
     for (let attempt = 0; attempt < 100; attempt++) {
       await app.kassa.runtime.ledger.drain()
-      if (app.kassa.runtime.ledger.writer.pendingCount() === 0 && (await eventsOf(first!.body.id)).length === 2) break
+      if (app.kassa.runtime.ledger.writer.pendingCount() === 0 && declineRecorderOf(app.kassa.runtime).backlog === 0 && (await eventsOf(first!.body.id)).length === 2) break
       await Bun.sleep(20)
     }
     expect(await eventsOf(second!.body.id)).toEqual(['payment.declined'])
@@ -478,6 +478,64 @@ describe('fail closed while queued', () => {
     expect(Number(movements!.count)).toBe(0)
     expect((await fx.call('GET', `/v1/payments/${second!.body.id}`)).body).toMatchObject({ state: 'declined', failureCode: 'processing_timeout', holdId: null })
     expect(await fx.balance(payer)).toEqual(before)
+    await expectVerified(app)
+  })
+})
+
+describe('a spent budget', () => {
+  test("a decline reached once the budget has run out is answered in that turn of the loop: its record is written behind, not raced for one more turn", async () => {
+    const runtime = app.kassa.runtime
+    const recorder = declineRecorderOf(runtime)
+    configurePayments(runtime, { budgetMs: 100 })
+    const before = await fx.balance(payer)
+    const release = stallWriter()
+    const openRecords = holdCalls(recorder, 'write')
+    const record = recorder.record
+    // Once the decline's record is started, the next turn of the loop is kept busy: an answer that
+    // waited for a turn more (racing the record, which cannot commit in it) would come after it.
+    let spun = false
+    let armed = false
+    recorder.record = (...args: Parameters<DeclineRecorder['record']>) => {
+      if (!armed) {
+        armed = true
+        setTimeout(() => {
+          busyFor(200)
+          spun = true
+        }, 0)
+      }
+      return record.apply(recorder, args)
+    }
+    let funding: Promise<void> | undefined
+    let declined: TestResponse
+    try {
+      // Fundings stall at the writer, as many as it keeps in flight (pipelined behind the first
+      // while it is young); the authorization waits in the queue behind them, with the writer
+      // still healthy when its budget runs out, and the decline records keeping up.
+      const writer = runtime.ledger.writer
+      const fundings: Array<Promise<void>> = []
+      for (let sent = 0; sent < writer.pipelineDepth; sent++) {
+        fundings.push(fx.fund(payer, '1'))
+        await Bun.sleep(10)
+      }
+      funding = Promise.all(fundings).then(() => undefined)
+      expect(writer.inFlightCount() + writer.pendingCount()).toBe(writer.pipelineDepth)
+      declined = await authorize('6')
+      expect(spun).toBe(false)
+      expect(declined.body).toMatchObject({ state: 'declined', failureCode: 'processing_timeout', holdId: null })
+      expect(armed).toBe(true)
+    } finally {
+      recorder.record = record
+      openRecords()
+      release()
+      configurePayments(runtime, { budgetMs: AUTHORIZATION_BUDGET_MS })
+    }
+    await funding
+    for (let tries = 0; recorder.backlog > 0 && tries < 500; tries++) await Bun.sleep(10)
+    // Recorded behind all the same: readable, with its event, and nothing of it moved money.
+    expect(await eventsOf(declined!.body.id)).toEqual(['payment.declined'])
+    expect((await fx.call('GET', `/v1/payments/${declined!.body.id}`)).body).toEqual(declined!.body)
+    const after = await fx.balance(payer)
+    expect(Number(after.available)).toBe(Number(before.available) + runtime.ledger.writer.pipelineDepth)
     await expectVerified(app)
   })
 })
