@@ -9,6 +9,7 @@ import { migrate as migratePglite } from 'drizzle-orm/pglite/migrator'
 import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js'
 import { migrate as migratePostgres } from 'drizzle-orm/postgres-js/migrator'
 import postgres from 'postgres'
+import { lockDataFolder } from './folder-lock.ts'
 import { assert } from '../server/lib/assert.ts'
 import type { TextStatement } from './bulk.ts'
 import * as schema from './schema/index.ts'
@@ -119,12 +120,19 @@ function openPostgres(databaseUrl: string, poolMax: number): DatabaseHandle {
  */
 async function openPglite(path: string): Promise<DatabaseHandle> {
   let client: PGlite
+  let release = () => {}
   if (path === EMBEDDED_IN_MEMORY) {
     client = await openPgliteFromTemplate()
   } else {
     mkdirSync(path, { recursive: true })
-    if (!existsSync(join(path, 'PG_VERSION'))) await runPgliteInit('dir', path)
-    client = await PGlite.create(path)
+    release = lockDataFolder(path)
+    try {
+      if (!existsSync(join(path, 'PG_VERSION'))) await runPgliteInit('dir', path)
+      client = await PGlite.create(path)
+    } catch (error) {
+      release()
+      throw error
+    }
   }
   const db = drizzlePglite(client, { schema }) as unknown as Database
   return {
@@ -135,7 +143,11 @@ async function openPglite(path: string): Promise<DatabaseHandle> {
       await client.listen(channel, onPayload)
     },
     async close() {
-      await client.close()
+      try {
+        await client.close()
+      } finally {
+        release()
+      }
     },
   }
 }

@@ -1,6 +1,7 @@
 import { installPostgresDriverPatch } from '../db/postgres-driver-patch.ts'
 import { ConfigError, gcTimerSummary, loadConfig } from './config.ts'
 import { requestThreadFirst } from './platform/thread-priority.ts'
+import { DataFolderInUse } from '../db/folder-lock.ts'
 
 // Before anything loads the postgres.js driver: it must be loaded with its crash guard.
 installPostgresDriverPatch()
@@ -17,8 +18,25 @@ async function main(): Promise<void> {
     }
     throw error
   }
-  const kassa = await createApp(config)
-  kassa.app.listen({ port: config.port, hostname: config.host, maxRequestBodySize: config.bodyLimitBytes + 1024 })
+  let kassa
+  try {
+    kassa = await createApp(config)
+  } catch (error) {
+    if (error instanceof DataFolderInUse) {
+      console.error(`kassa: ${error.message}`)
+      process.exit(1)
+    }
+    throw error
+  }
+  try {
+    // Not Elysia's default of a shared port: a second server started on a port in use would take
+    // half its connections, each with balances of its own in memory. It is refused instead.
+    kassa.app.listen({ port: config.port, hostname: config.host, maxRequestBodySize: config.bodyLimitBytes + 1024, reusePort: false })
+  } catch (error) {
+    console.error(`kassa: could not listen on ${config.host}:${config.port}: ${(error as Error).message} Stop the server using it, or set PORT to another port.`)
+    await kassa.close()
+    process.exit(1)
+  }
   const server = kassa.app.server!
   console.log(
     `kassa ${config.serviceEnv} listening on http://${server.hostname}:${server.port} ` +
