@@ -1,15 +1,12 @@
 import { afterAll, describe, expect, test } from 'bun:test'
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { join, resolve } from 'node:path'
+import { join } from 'node:path'
 import { DataFolderInUse, FOLDER_LOCK_FILE, lockDataFolder } from '../../db/folder-lock.ts'
-import { startServerProcess } from '../support/server-process.ts'
+import { spawnServerProcess, startServerProcess } from '../support/server-process.ts'
 
 const scratch = mkdtempSync(join(tmpdir(), 'kassa-one-server-'))
 afterAll(() => rmSync(scratch, { recursive: true, force: true }))
-
-const REPO_ROOT = resolve(import.meta.dir, '../..')
-const BUN = join(REPO_ROOT, 'node_modules/.bin/bun')
 
 /** The id of a process that has come and gone. */
 async function deadPid(): Promise<number> {
@@ -20,13 +17,7 @@ async function deadPid(): Promise<number> {
 
 /** Starts `bun server/main.ts` expecting it to refuse to start: its exit code and what it printed (killed after 30 s). */
 async function refusedStart(env: Record<string, string>): Promise<{ code: number; output: string }> {
-  const child = Bun.spawn([BUN, 'server/main.ts'], {
-    cwd: REPO_ROOT,
-    env: { ...process.env, HOST: '127.0.0.1', LOAD_SHEDDING: 'false', DATABASE_URL: '', ...env },
-    stdin: 'ignore',
-    stdout: 'pipe',
-    stderr: 'pipe',
-  })
+  const child = spawnServerProcess({ DATABASE_URL: '', ...env })
   // One that starts after all is stopped, so the test fails rather than waits.
   const stop = setTimeout(() => child.kill(9), 30_000)
   const [out, err, code] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited])

@@ -18,6 +18,21 @@ export interface ServerProcess {
 }
 
 /**
+ * Spawns the real server (`bun server/main.ts`) with `env` on top of this process's environment, on
+ * a free loopback port unless `env` names one, load shedding off unless `env` turns it on (see
+ * `startServerProcess`); its output piped, for the caller to read.
+ */
+export function spawnServerProcess(env: Record<string, string>): Subprocess<'ignore', 'pipe', 'pipe'> {
+  return Bun.spawn([BUN, 'server/main.ts'], {
+    cwd: REPO_ROOT,
+    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOAD_SHEDDING: 'false', ...env },
+    stdin: 'ignore',
+    stdout: 'pipe',
+    stderr: 'pipe',
+  })
+}
+
+/**
  * Starts the real server (`bun server/main.ts`) on a free loopback port with `env` on top of this
  * process's environment, and resolves once it prints where it listens. stdout and stderr are
  * drained for the whole life of the child, so it never blocks on a full pipe.
@@ -28,13 +43,7 @@ export interface ServerProcess {
  * CI in the payments crash test). Shedding has its own tests.
  */
 export async function startServerProcess(env: Record<string, string>): Promise<ServerProcess> {
-  const child = Bun.spawn([BUN, 'server/main.ts'], {
-    cwd: REPO_ROOT,
-    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOAD_SHEDDING: 'false', ...env },
-    stdin: 'ignore',
-    stdout: 'pipe',
-    stderr: 'pipe',
-  })
+  const child = spawnServerProcess(env)
   const chunks: string[] = []
   const output = () => chunks.join('')
   void (async () => {
