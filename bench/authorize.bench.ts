@@ -496,7 +496,7 @@ async function slowSince(base: string, after: number): Promise<SlowAuthorization
   for (;;) {
     const page = (await call(base, 'GET', `/ops/v1/payments/slow?after=${after}&limit=1000`, OPERATOR_TOKEN)).body as SlowPage
     entries.push(...page.authorizations)
-    if (!page.hasMore || page.authorizations.length === 0) return entries
+    if (!page.hasMore) return entries
     after = page.authorizations.at(-1)!.seq
   }
 }

@@ -43,8 +43,7 @@ export function lockDataFolder(path: string): () => void {
       if ((error as NodeJS.ErrnoException).code !== 'EEXIST' || attempt > 0) throw error
     }
     const holder = holderOf(file)
-    if (holder !== undefined && holder !== process.pid && isAlive(holder)) throw new DataFolderInUse(path, holder)
-    if (holder === process.pid) throw new DataFolderInUse(path, holder)
+    if (holder === process.pid || (holder !== undefined && isAlive(holder))) throw new DataFolderInUse(path, holder)
     // Left by a process that is gone, or unreadable (a crash while it was written): taken over.
     rmSync(file, { force: true })
   }

@@ -11,10 +11,11 @@ export const PAGE_SIZE_MAX = 200
  */
 export const PageLimitQuery = t.Optional(t.Integer({ description: `Page size, 1 to ${PAGE_SIZE_MAX}; ${PAGE_SIZE_DEFAULT} when left out` }))
 
-export function pageLimit(limit: number | undefined): number {
-  const value = limit ?? PAGE_SIZE_DEFAULT
-  if (!Number.isSafeInteger(value) || value < 1 || value > PAGE_SIZE_MAX) {
-    throw invalid('limit', `limit must be a whole number from 1 to ${PAGE_SIZE_MAX}`)
+/** The page size asked for, `fallback` when left out; refused, naming `limit`, outside 1 to `max`. */
+export function pageLimit(limit: number | undefined, { fallback = PAGE_SIZE_DEFAULT, max = PAGE_SIZE_MAX } = {}): number {
+  const value = limit ?? fallback
+  if (!Number.isSafeInteger(value) || value < 1 || value > max) {
+    throw invalid('limit', `limit must be a whole number from 1 to ${max}`)
   }
   return value
 }

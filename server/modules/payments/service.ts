@@ -490,8 +490,7 @@ export function slowAuthorizations(
   query: { after?: number; limit?: number },
 ): { thresholdMs: number; recorded: number; kept: number; missed: number; hasMore: boolean; authorizations: Array<SlowAuthorization & { seq: number }> } {
   const log = stateOf(runtime).slow
-  const limit = query.limit ?? SLOW_PAGE_DEFAULT
-  if (!Number.isSafeInteger(limit) || limit < 1 || limit > SLOW_PAGE_MAX) throw invalid('limit', `limit must be a whole number from 1 to ${SLOW_PAGE_MAX}`)
+  const limit = pageLimit(query.limit, { fallback: SLOW_PAGE_DEFAULT, max: SLOW_PAGE_MAX })
   const after = query.after
   if (after !== undefined && (!Number.isSafeInteger(after) || after < 0 || after > log.recorded)) {
     throw invalid('after', `after must be a whole number from 0 to ${log.recorded}, the slow authorizations this instance has recorded since it started`)
