@@ -19,7 +19,8 @@ const ENVIRONMENTS = ['sandbox', 'production'] as const
 export const USAGE = `Usage: bun run cli <command>
 
   orgs create <name>                          onboard an organization (prints its sandbox keys once)
-  orgs list                                   list organizations
+  orgs list [--after <orgId>] [--limit N]     organizations a page at a time (50 by default, 200 at most),
+                                              in creation order; hasMore: pass the last id as --after
   orgs show <orgId>                           one organization with its keys (never their secrets)
   keys issue <orgId> <type> <environment>     type: ${KEY_TYPES.join(' | ')}; environment: ${ENVIRONMENTS.join(' | ')}
   keys rotate <keyId> [--overlap-seconds N]   new key; the old one works N more seconds (default 24 h)
@@ -85,9 +86,20 @@ export function planCall(argv: string[]): ApiCall {
       if (args.length === 0 || args.join(' ').trim() === '') throw new UsageError('expected: orgs create <name>')
       return { method: 'POST', path: '/ops/v1/orgs', body: { name: args.join(' ') } }
     }
-    case 'orgs list':
-      expectArguments(args, 0, 'orgs list')
-      return { method: 'GET', path: '/ops/v1/orgs' }
+    case 'orgs list': {
+      // A page at a time, as the API answers: the printed hasMore says whether to ask for the next.
+      const shape = 'orgs list [--after <orgId>] [--limit N]'
+      const query = new URLSearchParams()
+      for (let index = 0; index < args.length; index++) {
+        const [option, inline] = args[index]!.split(/=(.*)/s, 2) as [string, string | undefined]
+        const value = inline ?? args[++index]
+        if (option === '--after' && value !== undefined && value !== '') query.set('after', value)
+        else if (option === '--limit') query.set('limit', String(wholeNumber(value, '--limit', 1)))
+        else throw new UsageError(`expected: ${shape}`)
+      }
+      const search = query.toString()
+      return { method: 'GET', path: search === '' ? '/ops/v1/orgs' : `/ops/v1/orgs?${search}` }
+    }
     case 'orgs show':
       expectArguments(args, 1, 'orgs show <orgId>')
       return { method: 'GET', path: `/ops/v1/orgs/${segment(args[0]!)}` }

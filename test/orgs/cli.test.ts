@@ -161,6 +161,10 @@ describe('command lines', () => {
     [['onboarding', 'check', 'org_1', 'agreement_signed'], { method: 'PATCH', path: '/ops/v1/orgs/org_1/onboarding', body: { items: { agreement_signed: true } } }],
     [['limits', 'set', 'org_1', 'default'], { method: 'PATCH', path: '/ops/v1/orgs/org_1/limits', body: { rateLimitPerMinute: null } }],
     [['orgs', 'show', '../keys'], { method: 'GET', path: '/ops/v1/orgs/..%2Fkeys' }],
+    [['orgs', 'list'], { method: 'GET', path: '/ops/v1/orgs' }],
+    [['orgs', 'list', '--limit', '2'], { method: 'GET', path: '/ops/v1/orgs?limit=2' }],
+    [['orgs', 'list', '--after=org_1', '--limit=200'], { method: 'GET', path: '/ops/v1/orgs?after=org_1&limit=200' }],
+    [['orgs', 'list', '--after', 'org_1&limit=9'], { method: 'GET', path: '/ops/v1/orgs?after=org_1%26limit%3D9' }],
   ])('%p becomes one operator API call', (argv, expected) => {
     expect(planCall(argv as string[])).toEqual(expected as ReturnType<typeof planCall>)
   })
@@ -171,6 +175,10 @@ describe('command lines', () => {
     [['onboarding', 'check', 'org_1', 'made_up_item']],
     [['keys', 'issue', 'org_1', 'test']],
     [['orgs', 'list', 'extra']],
+    [['orgs', 'list', '--limit', '0']],
+    [['orgs', 'list', '--limit=lots']],
+    [['orgs', 'list', '--after']],
+    [['orgs', 'list', '--after=']],
   ])('%p is a usage error', (argv) => {
     expect(() => planCall(argv)).toThrow()
   })

@@ -122,6 +122,50 @@ describe('onboarding an organization', () => {
     for (const issued of created.body.keys as Array<{ key: string }>) expect(listText).not.toContain(issued.key)
   })
 
+  test('lists organizations a page at a time, in creation order, each with its keys and never their secrets', async () => {
+    const created: Array<{ id: string; keys: Array<{ key: string }> }> = []
+    for (let index = 0; index < 5; index++) created.push((await app.ops('POST', '/ops/v1/orgs', { name: `Paged ${index}` })).body)
+    const everyId = (await queryRows<{ id: string }>(app.kassa.runtime.db, sql`select id from organizations order by id`)).map((row) => row.id)
+    const seen: string[] = []
+    let after: string | undefined
+    for (;;) {
+      const page = await app.ops('GET', `/ops/v1/orgs?limit=2${after === undefined ? '' : `&after=${after}`}`)
+      expect(page.status).toBe(200)
+      const orgs = page.body.orgs as Array<{ id: string; keys: Array<Record<string, unknown>> }>
+      expect(orgs.length).toBeLessThanOrEqual(2)
+      for (const org of orgs) expect(org.keys.map((key) => key.id)).toEqual((await app.ops('GET', `/ops/v1/orgs/${org.id}`)).body.keys.map((key: { id: string }) => key.id))
+      seen.push(...orgs.map((org) => org.id))
+      if (!page.body.hasMore) break
+      after = orgs.at(-1)!.id
+    }
+    expect(seen).toEqual(everyId)
+    const text = JSON.stringify((await app.ops('GET', `/ops/v1/orgs?limit=200`)).body)
+    for (const org of created) {
+      expect(seen).toContain(org.id)
+      for (const issued of org.keys) expect(text).not.toContain(issued.key)
+    }
+    // Left out, the page is 50; past the last organization, an empty page.
+    const first = await app.ops('GET', '/ops/v1/orgs')
+    expect(first.body.orgs.map((org: { id: string }) => org.id)).toEqual(everyId.slice(0, 50))
+    expect(first.body.hasMore).toBe(everyId.length > 50)
+    expect((await app.ops('GET', `/ops/v1/orgs?after=${everyId.at(-1)}`)).body).toEqual({ orgs: [], hasMore: false })
+  })
+
+  test('refuses a page size out of range or an overlong cursor, naming the field', async () => {
+    for (const [query, field] of [
+      ['limit=0', 'limit'],
+      ['limit=201', 'limit'],
+      ['limit=-1', 'limit'],
+      ['limit=1.5', 'limit'],
+      ['limit=many', 'limit'],
+      [`after=${'o'.repeat(65)}`, 'after'],
+    ] as const) {
+      const response = await app.ops('GET', `/ops/v1/orgs?${query}`)
+      expect(response.status).toBe(400)
+      expect(response.body.error).toMatchObject({ code: 'invalid_request', field })
+    }
+  })
+
   test('answers 404 for an organization that does not exist', async () => {
     expectError(await app.ops('GET', '/ops/v1/orgs/org_00000000000000000000000000000000'), 404, 'not_found')
     expectError(await app.ops('POST', '/ops/v1/orgs/org_00000000000000000000000000000000/keys', { type: 'test', environment: 'sandbox' }), 404, 'not_found')

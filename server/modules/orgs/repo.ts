@@ -1,4 +1,4 @@
-import { and, asc, eq, isNull, sql } from 'drizzle-orm'
+import { and, asc, eq, gt, inArray, isNull, sql } from 'drizzle-orm'
 import type { Database, Executor } from '../../../db/client.ts'
 import { apiKeys, organizations, withdrawalApprovalThresholds } from '../../../db/schema/index.ts'
 import type { CachedKey, CachedOrg, KeyCache } from './key-cache.ts'
@@ -47,8 +47,10 @@ export async function findOrganization(executor: Executor, orgId: string): Promi
   return row
 }
 
-export async function listOrganizations(executor: Executor): Promise<OrganizationRow[]> {
-  return executor.select().from(organizations).orderBy(asc(organizations.id))
+/** Organizations in id order (their creation order), those after `after` when given, at most `limit`. */
+export async function listOrganizations(executor: Executor, page: { after?: string; limit: number }): Promise<OrganizationRow[]> {
+  const query = executor.select().from(organizations)
+  return (page.after === undefined ? query : query.where(gt(organizations.id, page.after))).orderBy(asc(organizations.id)).limit(page.limit)
 }
 
 export async function updateOrganization(
@@ -98,6 +100,12 @@ export async function findKey(executor: Executor, keyId: string): Promise<ApiKey
 
 export async function listKeys(executor: Executor, orgId: string): Promise<ApiKeyRow[]> {
   return executor.select().from(apiKeys).where(eq(apiKeys.orgId, orgId)).orderBy(asc(apiKeys.id))
+}
+
+/** The keys of several organizations in one query, each organization's in id order. */
+export async function listKeysOf(executor: Executor, orgIds: string[]): Promise<ApiKeyRow[]> {
+  if (orgIds.length === 0) return []
+  return executor.select().from(apiKeys).where(inArray(apiKeys.orgId, orgIds)).orderBy(asc(apiKeys.orgId), asc(apiKeys.id))
 }
 
 export async function updateKey(

@@ -1,4 +1,5 @@
 import { Elysia, t } from 'elysia'
+import { PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX, PageLimitQuery } from '../../lib/pagination.ts'
 import { apiDoc } from '../../platform/openapi.ts'
 import type { Runtime } from '../../runtime.ts'
 import {
@@ -37,9 +38,16 @@ export function orgsOpsRoutes(runtime: Runtime) {
         detail: doc('Onboard an organization', 'Issues its sandbox keys: a test key and a sandbox publishable key, shown once.'),
       },
     )
-    .get('/orgs', async () => ({ orgs: await service.listOrganizations(runtime) }), {
-      response: t.Object({ orgs: t.Array(Organization) }),
-      detail: doc('List organizations'),
+    .get('/orgs', ({ query }) => service.listOrganizations(runtime, query), {
+      query: t.Object({
+        after: t.Optional(t.String({ maxLength: 64, description: 'An organization id: the page starts after it' })),
+        limit: PageLimitQuery,
+      }),
+      response: t.Object({ orgs: t.Array(Organization), hasMore: t.Boolean() }),
+      detail: doc(
+        'List organizations',
+        `A page at a time, in creation order, each with its keys (never their secrets); pass the last id as \`after\` for the next page. limit is 1 to ${PAGE_SIZE_MAX} (default ${PAGE_SIZE_DEFAULT}); anything else is invalid_request naming limit.`,
+      ),
     })
     .get('/orgs/:orgId', ({ params }) => service.describeOrganization(runtime, params.orgId), {
       params: OrgParams,
