@@ -12,8 +12,9 @@
  *
  * Database: embedded PGlite by default, whose own work runs in this process and dominates the CPU
  * figure. With AUTHCPU_POSTGRES=1 it uses a throwaway database on the Postgres server
- * (DATABASE_URL, or the local default), so the CPU figure is the server process's own share, as
- * under the real load, database excluded.
+ * (DATABASE_URL, or the local default), reached over its Unix socket when it has one, as the HTTP
+ * benchmark's server reaches it (BENCH_PG_SOCKET, see bench/support.ts), so the CPU figure is the
+ * server process's own share, as under the real load, database excluded.
  *
  * For attribution only, AUTHCPU_WRITER=skip replaces the ledger writer's `enqueue` with an immediate
  * success once the accounts are funded: nothing of the authorizations is written, and the figure is
@@ -56,7 +57,7 @@ let database: DatabaseHandle | undefined
 let databaseUrl: string | undefined
 if (USE_POSTGRES) {
   benchDatabase = await createBenchDatabase('authcpu')
-  databaseUrl = benchDatabase.url
+  databaseUrl = benchDatabase.serverEnv.DATABASE_URL
 } else {
   database = await openDatabase({ databaseUrl: undefined, embeddedPath: EMBEDDED_IN_MEMORY, poolMax: 1 })
 }
