@@ -89,17 +89,28 @@ export const SANDBOX_DEPOSIT_KEY_SEED_HEX = '6b617373612073616e64626f78206465706
 export const SLOW_AUTHORIZATIONS_KEPT_DEFAULT = 4096
 
 /**
- * Environment the server's process is started with, which no setting read after start can change:
+ * Environment the server's process is started with, which no setting read after start can change.
+ *
  * Bun's own idle garbage-collection timer off (`BUN_GC_TIMER_DISABLE=1`). That timer asks the
  * engine for a collection about once a second while the heap grows, on top of the engine's own
  * collections paced by allocation, so a process that stops allocating still returns memory. Under
  * a steady stream of authorizations each of those collections pauses the one thread at a moment
  * unrelated to the load, and the few requests and the commit reply it holds up are late together.
- * The cost: an idle server keeps its garbage until the engine's own timers collect it. The
- * measurements are in the README ("Configuration"). `npm start` and the benchmark set it;
- * `server/main.ts` says at start whether it is set.
+ * The cost: an idle server keeps its garbage until the engine's own timers collect it.
+ *
+ * The engine's heap warm-up thread off (`BUN_JSC_useWarmUpMarkedBlocks=false`). Once a process has
+ * asked for 64 blocks of garbage-collected heap, JavaScriptCore starts a thread (`JSCWarmUp`) that
+ * makes blocks resident ahead of the allocator, so the thread that allocates does not fault on
+ * them. Kassa's allocation never stops under load, and that thread took 300 to 380 ms of CPU in
+ * every 4 s of authorizations in process, on two cores the server shares with Postgres and the
+ * load generator: with it off the process spent 64 to 67 µs per authorization against 76 to 81,
+ * the main thread no more. The cost: the main thread takes the blocks' page faults itself (over
+ * HTTP it took fewer per answer, not more).
+ *
+ * The measurements are in the README ("Configuration"). `npm start` and the benchmark set both;
+ * `server/main.ts` says at start whether each is set.
  */
-export const SERVER_PROCESS_ENV: Readonly<Record<string, string>> = { BUN_GC_TIMER_DISABLE: '1' }
+export const SERVER_PROCESS_ENV: Readonly<Record<string, string>> = { BUN_GC_TIMER_DISABLE: '1', BUN_JSC_useWarmUpMarkedBlocks: 'false' }
 
 /** What `server/main.ts` prints of Bun's idle collection timer, read from the process' environment. */
 export function gcTimerSummary(env: Environment = process.env): string {
@@ -107,6 +118,15 @@ export function gcTimerSummary(env: Environment = process.env): string {
   // As Bun reads it (tried on Bun 1.4.5): empty, "0", "false", "no" and "off", in any case, leave the timer on; any other value turns it off.
   const off = value !== undefined && !['', '0', 'false', 'no', 'off'].includes(value.toLowerCase())
   return off ? `off (BUN_GC_TIMER_DISABLE=${value})` : 'on (start with BUN_GC_TIMER_DISABLE=1, as npm start does)'
+}
+
+/** What `server/main.ts` prints of the engine's heap warm-up thread, read from the process' environment. */
+export function heapWarmUpSummary(env: Environment = process.env): string {
+  const value = env.BUN_JSC_useWarmUpMarkedBlocks
+  // As JavaScriptCore reads a boolean option (tried on Bun 1.4.5): "false", "no" and "0", in any
+  // case, turn it off; "true", "yes" and "1" leave it on; anything else stops Bun before it starts.
+  const off = value !== undefined && ['false', 'no', '0'].includes(value.toLowerCase())
+  return off ? `off (BUN_JSC_useWarmUpMarkedBlocks=${value})` : 'on (start with BUN_JSC_useWarmUpMarkedBlocks=false, as npm start does)'
 }
 
 export class ConfigError extends Error {

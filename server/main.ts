@@ -1,5 +1,5 @@
 import { installPostgresDriverPatch } from '../db/postgres-driver-patch.ts'
-import { ConfigError, gcTimerSummary, loadConfig } from './config.ts'
+import { ConfigError, gcTimerSummary, heapWarmUpSummary, loadConfig } from './config.ts'
 import { requestThreadFirst } from './platform/thread-priority.ts'
 import { DataFolderInUse } from '../db/folder-lock.ts'
 
@@ -45,6 +45,7 @@ async function main(): Promise<void> {
   const priority = config.requestThreadFirst ? await requestThreadFirst() : undefined
   console.log(`kassa: request thread first: ${priority ? priority.summary : 'off (REQUEST_THREAD_FIRST=false)'}`)
   console.log(`kassa: Bun's idle GC timer: ${gcTimerSummary()}`)
+  console.log(`kassa: the engine's heap warm-up thread: ${heapWarmUpSummary()}`)
   const shutdown = async (signal: string) => {
     console.log(`kassa: ${signal}, shutting down`)
     priority?.stop()
