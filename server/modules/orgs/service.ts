@@ -4,7 +4,7 @@ import { formatAmount, parseAmount } from '../../lib/money.ts'
 import { ASSETS, requireAsset } from '../assets/catalog.ts'
 import { randomToken, sha256Hex } from '../../lib/hash.ts'
 import { newId } from '../../lib/ids.ts'
-import { pageLimit } from '../../lib/pagination.ts'
+import { onePage, pageLimit } from '../../lib/pagination.ts'
 import { CHANGE_CHANNEL, type ChangeNotice, type Runtime } from '../../runtime.ts'
 import { KEY_PREFIXES, type KeyType } from './key-cache.ts'
 import type { IssuedKeyView, KeySummaryView, OnboardingItem, OrganizationView, WithdrawalApprovalView } from './model.ts'
@@ -148,7 +148,8 @@ export async function listOrganizations(runtime: Runtime, query: { after?: strin
     else keys.push(key)
   }
   const nowMs = runtime.clock.wallNowMs()
-  return { orgs: page.map((org) => toOrganizationView(org, keysByOrg.get(org.id) ?? [], nowMs)), hasMore: rows.length > limit }
+  const listed = onePage(rows, limit, (org) => toOrganizationView(org, keysByOrg.get(org.id) ?? [], nowMs))
+  return { orgs: listed.items, hasMore: listed.hasMore }
 }
 
 export async function issueOrganizationKey(runtime: Runtime, orgId: string, type: KeyType, environment: Environment) {
