@@ -189,7 +189,7 @@ describe("the server process' environment", () => {
   })
 
   // Threads are read from /proc, so this one runs where the service is deployed and CI runs: Linux.
-  test.if(process.platform === 'linux')('a server started as npm start starts it has no heap warm-up thread, however much it allocates', async () => {
+  test.if(process.platform === 'linux')('a process started with the server\'s environment has no heap warm-up thread, however much it allocates', async () => {
     const script = `const keep = []; for (let i = 0; i < 400000; i++) keep.push({ i, s: String(i) });
       const { readdirSync, readFileSync } = require('node:fs');
       console.log(readdirSync('/proc/self/task').map((task) => readFileSync('/proc/self/task/' + task + '/comm', 'utf8').trim()).join(','))`

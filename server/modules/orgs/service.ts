@@ -140,13 +140,8 @@ function toOrganizationView(org: repo.OrganizationRow, keys: repo.ApiKeyRow[], n
 export async function listOrganizations(runtime: Runtime, query: { after?: string; limit?: number }): Promise<{ orgs: OrganizationView[]; hasMore: boolean }> {
   const limit = pageLimit(query.limit)
   const rows = await repo.listOrganizations(runtime.db, { after: query.after, limit: limit + 1 })
-  const page = rows.slice(0, limit)
-  const keysByOrg = new Map<string, repo.ApiKeyRow[]>()
-  for (const key of await repo.listKeysOf(runtime.db, page.map((org) => org.id))) {
-    const keys = keysByOrg.get(key.orgId)
-    if (keys === undefined) keysByOrg.set(key.orgId, [key])
-    else keys.push(key)
-  }
+  const keys = await repo.listKeysOf(runtime.db, rows.slice(0, limit).map((org) => org.id))
+  const keysByOrg = Map.groupBy(keys, (key) => key.orgId)
   const nowMs = runtime.clock.wallNowMs()
   const listed = onePage(rows, limit, (org) => toOrganizationView(org, keysByOrg.get(org.id) ?? [], nowMs))
   return { orgs: listed.items, hasMore: listed.hasMore }
