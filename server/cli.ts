@@ -72,6 +72,22 @@ function wholeNumber(value: string | undefined, what: string, min: number): numb
   return Number(value)
 }
 
+/**
+ * The options of a command line, `--name value` or `--name=value`, by name; an option not in
+ * `names` is a usage error naming the command's `shape`. A value left out reads as undefined.
+ */
+function readOptions(args: string[], names: readonly string[], shape: string): Map<string, string | undefined> {
+  const options = new Map<string, string | undefined>()
+  for (let index = 0; index < args.length; index++) {
+    const arg = args[index]!
+    const equals = arg.indexOf('=')
+    const name = equals === -1 ? arg : arg.slice(0, equals)
+    if (!names.includes(name)) throw new UsageError(`unknown option "${arg}"; expected: ${shape}`)
+    options.set(name, equals === -1 ? args[++index] : arg.slice(equals + 1))
+  }
+  return options
+}
+
 /** The path segment for an id typed by a person: encoded, so a stray slash cannot reach another route. */
 function segment(id: string): string {
   return encodeURIComponent(id)
@@ -89,14 +105,14 @@ export function planCall(argv: string[]): ApiCall {
     case 'orgs list': {
       // A page at a time, as the API answers: the printed hasMore says whether to ask for the next.
       const shape = 'orgs list [--after <orgId>] [--limit N]'
+      const options = readOptions(args, ['--after', '--limit'], shape)
       const query = new URLSearchParams()
-      for (let index = 0; index < args.length; index++) {
-        const [option, inline] = args[index]!.split(/=(.*)/s, 2) as [string, string | undefined]
-        const value = inline ?? args[++index]
-        if (option === '--after' && value !== undefined && value !== '') query.set('after', value)
-        else if (option === '--limit') query.set('limit', String(wholeNumber(value, '--limit', 1)))
-        else throw new UsageError(`expected: ${shape}`)
+      if (options.has('--after')) {
+        const after = options.get('--after')
+        if (after === undefined || after === '') throw new UsageError(`--after needs an organization id; expected: ${shape}`)
+        query.set('after', after)
       }
+      if (options.has('--limit')) query.set('limit', String(wholeNumber(options.get('--limit'), '--limit', 1)))
       const search = query.toString()
       return { method: 'GET', path: search === '' ? '/ops/v1/orgs' : `/ops/v1/orgs?${search}` }
     }
@@ -110,15 +126,11 @@ export function planCall(argv: string[]): ApiCall {
       return { method: 'POST', path: `/ops/v1/orgs/${segment(args[0]!)}/keys`, body: { type, environment } }
     }
     case 'keys rotate': {
-      const [keyId, ...options] = args
-      if (keyId === undefined || keyId.startsWith('--')) throw new UsageError('expected: keys rotate <keyId> [--overlap-seconds N]')
-      const body: { overlapSeconds?: number } = {}
-      for (let index = 0; index < options.length; index++) {
-        const option = options[index]!
-        if (option === '--overlap-seconds') body.overlapSeconds = wholeNumber(options[++index], '--overlap-seconds', 0)
-        else if (option.startsWith('--overlap-seconds=')) body.overlapSeconds = wholeNumber(option.slice('--overlap-seconds='.length), '--overlap-seconds', 0)
-        else throw new UsageError(`unknown option "${option}"; expected: keys rotate <keyId> [--overlap-seconds N]`)
-      }
+      const shape = 'keys rotate <keyId> [--overlap-seconds N]'
+      const [keyId, ...rest] = args
+      if (keyId === undefined || keyId.startsWith('--')) throw new UsageError(`expected: ${shape}`)
+      const options = readOptions(rest, ['--overlap-seconds'], shape)
+      const body = options.has('--overlap-seconds') ? { overlapSeconds: wholeNumber(options.get('--overlap-seconds'), '--overlap-seconds', 0) } : {}
       return { method: 'POST', path: `/ops/v1/keys/${segment(keyId)}/rotate`, body }
     }
     case 'keys revoke':
