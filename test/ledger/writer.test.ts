@@ -222,11 +222,16 @@ describe('the pipelined group-commit writer', () => {
       const stuck = ledger().submit(credit(account, 1_000_000n))
       // Behind the stuck batch (on a pipeline a second batch is out too; these wait behind both).
       const fillers = Array.from({ length: writer().pipelineDepth - 1 }, () => ledger().submit(credit(account, 1_000_000n)))
-      const deadlined = settled(ledger().submit(credit(account, 5_000_000n, { deadline: performance.now() + 10_000 })))
+      // When a batch counts as stuck follows the recent batch latency (150 ms at least, 20 batches'
+      // worth on a slow machine): the waits here are counted from it, not fixed. With a fixed 2 s
+      // wait this test failed once in CI ("still queued"), which a recent latency of 100 ms a batch,
+      // a stuck mark of 2 s, would explain.
+      const stuckAfterMs = writer().stalledAfterMs()
+      const deadlined = settled(ledger().submit(credit(account, 5_000_000n, { deadline: performance.now() + stuckAfterMs + 10_000 })))
       const undated = ledger().submit(credit(account, 2_000_000n))
       expect(writer().pendingCount()).toBe(2)
       // Long before its own deadline, the operation with one is withdrawn once the stall is noticed.
-      const outcome = await Promise.race([deadlined, Bun.sleep(2_000).then(() => 'still queued' as const)])
+      const outcome = await Promise.race([deadlined, Bun.sleep(stuckAfterMs + 2_000).then(() => 'still queued' as const)])
       expect(outcome).not.toBe('still queued')
       expect((outcome as { ok: boolean; error?: unknown }).ok).toBe(false)
       expect((outcome as { error?: unknown }).error).toBeInstanceOf(OperationWithdrawn)
