@@ -8,6 +8,7 @@ import { assert } from '../lib/assert.ts'
 import { ApiError } from '../lib/errors.ts'
 import { logFailure } from '../lib/log.ts'
 import { LatencyHistogram } from '../lib/histogram.ts'
+import { Pace } from '../lib/pace.ts'
 import { claimParts, NOT_LOST, recordId } from '../platform/idempotency.ts'
 import { balanceKey, type BalanceDelta, type HotBalance, type HotBalances, type Posting } from './hot-balances.ts'
 
@@ -243,6 +244,8 @@ const STALLED_BATCH_FACTOR = 20
 /** A batch is pipelined only behind one out for at most this many times the recent batch latency, or this floor (see `worthPipelining`). */
 const PIPELINE_BEHIND_FACTOR = 2
 const PIPELINE_BEHIND_MIN_MS = 5
+/** Each committed batch's share of the recent batch latency and pace. */
+const PACE_WEIGHT = 0.2
 
 
 /**
@@ -298,7 +301,7 @@ export class GroupCommitWriter {
   invariantBreaches = 0
   /** Recent batch latency and operations per millisecond (moving averages), for `expectedWaitMs`. */
   private batchMs = 0
-  private operationsPerMs = 0
+  private readonly pace = new Pace(PACE_WEIGHT)
   private lastAnsweredAt = 0
   /** When the last batch failed, if none has committed since (`performance.now()`), else 0. */
   private failedAt = 0
@@ -347,8 +350,9 @@ export class GroupCommitWriter {
     if (!this.healthy()) return Number.POSITIVE_INFINITY
     // Idle, an operation is sent at once: the pace of past batches says nothing about it (and an
     // estimate left high by a slow batch must not keep refusing work that would show it is stale).
-    if (this.operationsPerMs === 0 || (this.waiting.size === 0 && this.inFlight.length === 0)) return 0
-    return this.waiting.size / this.operationsPerMs + this.batchMs
+    const operationsPerMs = this.pace.perMs
+    if (operationsPerMs === 0 || (this.waiting.size === 0 && this.inFlight.length === 0)) return 0
+    return this.waiting.size / operationsPerMs + this.batchMs
   }
 
   /**
@@ -600,10 +604,8 @@ export class GroupCommitWriter {
   }
 
   private recordPace(operations: number, latencyMs: number, serviceMs: number): void {
-    const weight = 0.2
-    this.batchMs = this.batchMs === 0 ? latencyMs : this.batchMs * (1 - weight) + latencyMs * weight
-    const rate = operations / Math.max(serviceMs, 0.1)
-    this.operationsPerMs = this.operationsPerMs === 0 ? rate : this.operationsPerMs * (1 - weight) + rate * weight
+    this.batchMs = this.batchMs === 0 ? latencyMs : this.batchMs * (1 - PACE_WEIGHT) + latencyMs * PACE_WEIGHT
+    this.pace.record(operations, serviceMs)
   }
 
   /**
