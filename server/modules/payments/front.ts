@@ -117,7 +117,12 @@ function authorizeInFront(runtime: Runtime, records: IdempotencyStore, app: (req
 export function authorizationFront(runtime: Runtime, records: IdempotencyStore, app: (request: Request) => Response | Promise<Response>) {
   const shed = authorizationShed(runtime)
   const authorize = authorizeInFront(runtime, records, app)
-  const front = (request: Request) => shed(request) ?? authorize(request)
+  const front = (request: Request) => {
+    // Budgets that ended while this turn of the loop read requests are answered now, not once the
+    // turn is over and timers run (see `fireDueDeadlines`).
+    service.fireDueDeadlines()
+    return shed(request) ?? authorize(request)
+  }
   return {
     routes: { [AUTHORIZE_PATH]: { POST: front } },
     handle: (request: Request) => (request.method === 'POST' && pathnameOf(request.url) === AUTHORIZE_PATH ? front(request) : app(request)),

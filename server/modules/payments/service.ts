@@ -23,6 +23,7 @@ import { StandingQueue } from '../../lib/standing-queue.ts'
 import { LatencyHistogram, type HistogramSnapshot } from '../../lib/histogram.ts'
 import { SlowLog, type SlowLogCodec } from '../../lib/slow-log.ts'
 import { assert } from '../../lib/assert.ts'
+import { Deadlines, type Deadline } from '../../lib/deadlines.ts'
 
 /** The contract's hard budget: an authorization is answered within it, approved only if durable. */
 export const AUTHORIZATION_BUDGET_MS = 500
@@ -308,13 +309,27 @@ const done = <T>(value: T) => ({ kind: 'done' as const, value })
 const failed = (error: unknown) => ({ kind: 'failed' as const, error })
 
 /**
+ * The authorizations' deadlines: their budgets, and the shorter waits raced inside them. They fire
+ * from the request path too (`fireDueDeadlines`, called by the front for every authorization it
+ * reads), not only from a timer: past capacity a turn of Bun's event loop can read requests for
+ * seconds without running a timer, and a budget ended by its timer alone was answered that late
+ * (see `Deadlines`).
+ */
+const deadlines = new Deadlines()
+
+/** Ends every authorization budget (and shorter wait) that is due; cheap when none is. */
+export function fireDueDeadlines(now?: number): void {
+  deadlines.fireDue(now)
+}
+
+/**
  * An authorization's remaining time. Every step it waits for (the account lookup, the commit, a
- * decline's record) races the same timer, armed once per request and cleared by `end`, instead of
- * a timer and a promise per step.
+ * decline's record) races the same deadline, armed once per request and cancelled by `end`,
+ * instead of a timer and a promise per step.
  */
 class Budget {
   private expiry: Promise<typeof TIMED_OUT> | undefined
-  private timer: ReturnType<typeof setTimeout> | undefined
+  private armed: Deadline | undefined
   private expired = false
 
   constructor(readonly deadline: number) {}
@@ -323,20 +338,20 @@ class Budget {
   race<T>(promise: Promise<T>): Promise<BudgetOutcome<T>> {
     const remainingMs = this.deadline - performance.now()
     // A step that starts with no time left still gets one turn of the event loop to finish, as the
-    // budget always gave it: it races a timer of its own, due at once.
-    if (remainingMs <= 0 || this.expired) return raceTimer(promise, Math.max(0, remainingMs))
+    // budget always gave it: it races a deadline of its own, due at once.
+    if (remainingMs <= 0 || this.expired) return raceDeadline(promise, Math.max(0, remainingMs))
     this.expiry ??= new Promise((resolve) => {
-      this.timer = setTimeout(() => {
+      this.armed = deadlines.arm(this.deadline, () => {
         this.expired = true
         resolve(TIMED_OUT)
-      }, remainingMs)
+      })
     })
     return Promise.race([promise.then(done, failed), this.expiry])
   }
 
   /** As `race`, giving the step at most `maxMs` of the time left. */
   raceFor<T>(promise: Promise<T>, maxMs: number): Promise<BudgetOutcome<T>> {
-    return maxMs < this.deadline - performance.now() ? raceTimer(promise, maxMs) : this.race(promise)
+    return maxMs < this.deadline - performance.now() ? raceDeadline(promise, maxMs) : this.race(promise)
   }
 
   /** Whether no time is left: a step raced now gets only one more turn of the event loop. */
@@ -345,19 +360,20 @@ class Budget {
   }
 
   end(): void {
-    if (this.timer !== undefined) clearTimeout(this.timer)
+    if (this.armed !== undefined) deadlines.cancel(this.armed)
   }
 }
 
-async function raceTimer<T>(promise: Promise<T>, delayMs: number): Promise<BudgetOutcome<T>> {
-  let timer: ReturnType<typeof setTimeout> | undefined
+/** `promise` raced against a deadline `delayMs` from now. */
+async function raceDeadline<T>(promise: Promise<T>, delayMs: number): Promise<BudgetOutcome<T>> {
+  let armed: Deadline | undefined
   const timeout = new Promise<typeof TIMED_OUT>((resolve) => {
-    timer = setTimeout(() => resolve(TIMED_OUT), delayMs)
+    armed = deadlines.arm(performance.now() + delayMs, () => resolve(TIMED_OUT))
   })
   try {
     return await Promise.race([promise.then(done, failed), timeout])
   } finally {
-    clearTimeout(timer)
+    deadlines.cancel(armed!)
   }
 }
 
