@@ -10,8 +10,8 @@
  * long turn fires at the first request read after it; the timer covers an idle loop.
  *
  * One timer is armed, for the earliest deadline; the deadlines themselves are kept in a binary
- * min-heap, and one cancelled is only marked (it leaves the heap when its time comes). `fireDue`
- * with nothing due costs a comparison.
+ * min-heap; one cancelled is marked and lets go of its callback, and leaves the heap when its time
+ * comes. `fireDue` with nothing due costs a comparison.
  */
 export interface Deadline {
   readonly at: number
@@ -21,6 +21,8 @@ interface Entry extends Deadline {
   fire: () => void
   done: boolean
 }
+
+const NOTHING = () => {}
 
 export class Deadlines {
   private readonly heap: Entry[] = []
@@ -38,9 +40,11 @@ export class Deadlines {
     return entry
   }
 
-  /** The deadline will not fire (nothing happens if it has already). */
+  /** The deadline will not fire (nothing happens if it has already). What it would have called is let go at once. */
   cancel(deadline: Deadline): void {
-    ;(deadline as Entry).done = true
+    const entry = deadline as Entry
+    entry.done = true
+    entry.fire = NOTHING
   }
 
   /** Fires every deadline that is due. */
