@@ -1,5 +1,6 @@
 import { assert } from '../lib/assert.ts'
 import { hexWord } from '../lib/ids.ts'
+import { heapPop, heapPush } from '../lib/min-heap.ts'
 import type { PendingHold } from './ledger.ts'
 
 /** What a pending hold is made of (`newPendingHold`). */
@@ -589,32 +590,6 @@ class ExpiryIndex {
   }
 }
 
-function pushNumber(heap: number[], value: number): void {
-  heap.push(value)
-  let index = heap.length - 1
-  while (index > 0) {
-    const parent = (index - 1) >> 1
-    if (heap[parent]! <= heap[index]!) break
-    ;[heap[index], heap[parent]] = [heap[parent]!, heap[index]!]
-    index = parent
-  }
-}
-
-function popNumber(heap: number[]): number | undefined {
-  const top = heap[0]
-  const last = heap.pop()
-  if (heap.length === 0 || last === undefined) return top
-  heap[0] = last
-  let index = 0
-  for (;;) {
-    const left = index * 2 + 1
-    const right = left + 1
-    let smallest = index
-    if (left < heap.length && heap[left]! < heap[smallest]!) smallest = left
-    if (right < heap.length && heap[right]! < heap[smallest]!) smallest = right
-    if (smallest === index) break
-    ;[heap[index], heap[smallest]] = [heap[smallest]!, heap[index]!]
-    index = smallest
-  }
-  return top
-}
+const lessNumber = (a: number, b: number) => a < b
+const pushNumber = (heap: number[], value: number) => heapPush(heap, value, lessNumber)
+const popNumber = (heap: number[]) => heapPop(heap, lessNumber)

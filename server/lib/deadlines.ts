@@ -1,3 +1,5 @@
+import { heapPop, heapPush } from './min-heap.ts'
+
 /**
  * Deadlines that fire from their timer or from the request path, whichever comes first.
  *
@@ -23,6 +25,7 @@ interface Entry extends Deadline {
 }
 
 const NOTHING = () => {}
+const earlier = (a: Deadline, b: Deadline) => a.at < b.at
 
 export class Deadlines {
   private readonly heap: Entry[] = []
@@ -35,7 +38,7 @@ export class Deadlines {
   /** Calls `fire` once, at `at` (`performance.now()` time) or at the first `fireDue` after it; `cancel` prevents it. */
   arm(at: number, fire: () => void): Deadline {
     const entry: Entry = { at, fire, done: false }
-    this.push(entry)
+    heapPush(this.heap, entry, earlier)
     if (at < this.timerAt) this.armTimer(at)
     return entry
   }
@@ -53,7 +56,7 @@ export class Deadlines {
     // Nothing due, and the timer armed for the earliest (a timer may fire a little before its time).
     if (heap.length === 0 || (heap[0]!.at > now && heap[0]!.at >= this.timerAt)) return
     while (heap.length > 0 && heap[0]!.at <= now) {
-      const entry = this.pop()
+      const entry = heapPop(heap, earlier)!
       if (entry.done) continue
       entry.done = true
       entry.fire()
@@ -74,38 +77,5 @@ export class Deadlines {
       this.timerAt = Number.POSITIVE_INFINITY
       this.fireDue()
     }, Math.max(0, Math.ceil(at - this.now())))
-  }
-
-  private push(entry: Entry): void {
-    const heap = this.heap
-    let index = heap.length
-    heap.push(entry)
-    while (index > 0) {
-      const parent = (index - 1) >> 1
-      if (heap[parent]!.at <= entry.at) break
-      heap[index] = heap[parent]!
-      index = parent
-    }
-    heap[index] = entry
-  }
-
-  private pop(): Entry {
-    const heap = this.heap
-    const top = heap[0]!
-    const last = heap.pop()!
-    if (heap.length > 0) {
-      let index = 0
-      for (;;) {
-        const left = 2 * index + 1
-        if (left >= heap.length) break
-        const right = left + 1
-        const child = right < heap.length && heap[right]!.at < heap[left]!.at ? right : left
-        if (heap[child]!.at >= last.at) break
-        heap[index] = heap[child]!
-        index = child
-      }
-      heap[index] = last
-    }
-    return top
   }
 }

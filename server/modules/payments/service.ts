@@ -318,8 +318,8 @@ const failed = (error: unknown) => ({ kind: 'failed' as const, error })
 const deadlines = new Deadlines()
 
 /** Ends every authorization budget (and shorter wait) that is due; cheap when none is. */
-export function fireDueDeadlines(now?: number): void {
-  deadlines.fireDue(now)
+export function fireDueDeadlines(): void {
+  deadlines.fireDue()
 }
 
 /**
