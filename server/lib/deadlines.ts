@@ -12,7 +12,7 @@ import { heapPop, heapPush } from './min-heap.ts'
  * long turn fires at the first request read after it; the timer covers an idle loop.
  *
  * One timer is armed, for the earliest deadline; the deadlines themselves are kept in a binary
- * min-heap; one cancelled is marked and lets go of its callback, and leaves the heap when its time
+ * min-heap; one cancelled lets go of its callback, and leaves the heap when its time
  * comes. `fireDue` with nothing due costs a comparison.
  */
 export interface Deadline {
@@ -20,8 +20,8 @@ export interface Deadline {
 }
 
 interface Entry extends Deadline {
+  /** What it calls when due; `NOTHING` once it has fired or was cancelled. */
   fire: () => void
-  done: boolean
 }
 
 const NOTHING = () => {}
@@ -37,7 +37,7 @@ export class Deadlines {
 
   /** Calls `fire` once, at `at` (`performance.now()` time) or at the first `fireDue` after it; `cancel` prevents it. */
   arm(at: number, fire: () => void): Deadline {
-    const entry: Entry = { at, fire, done: false }
+    const entry: Entry = { at, fire }
     heapPush(this.heap, entry, earlier)
     if (at < this.timerAt) this.armTimer(at)
     return entry
@@ -45,9 +45,7 @@ export class Deadlines {
 
   /** The deadline will not fire (nothing happens if it has already). What it would have called is let go at once. */
   cancel(deadline: Deadline): void {
-    const entry = deadline as Entry
-    entry.done = true
-    entry.fire = NOTHING
+    ;(deadline as Entry).fire = NOTHING
   }
 
   /** Fires every deadline that is due. */
@@ -57,9 +55,9 @@ export class Deadlines {
     if (heap.length === 0 || (heap[0]!.at > now && heap[0]!.at >= this.timerAt)) return
     while (heap.length > 0 && heap[0]!.at <= now) {
       const entry = heapPop(heap, earlier)!
-      if (entry.done) continue
-      entry.done = true
-      entry.fire()
+      const fire = entry.fire
+      entry.fire = NOTHING
+      fire()
     }
     if (heap.length > 0 && heap[0]!.at < this.timerAt) this.armTimer(heap[0]!.at)
   }
