@@ -199,6 +199,8 @@ interface Flight {
   keyTaken: Queued[]
   /** Given up by a failure of an earlier batch: already undone and rejected, its answer is ignored. */
   abandoned: boolean
+  /** Its answer, once its promise settled; handled when every batch sent before it has been. */
+  answer?: { rows: Array<Record<string, string | null>> | undefined; error: unknown }
 }
 
 /** What a batch statement answers: the balance rows it wrote, and the operations whose key was already held. */
@@ -552,18 +554,31 @@ export class GroupCommitWriter {
     this.watchStalls()
     this.recordQueueWait(flight)
     this.execute(() => queryText<Record<string, string | null>>(this.writerDb, statement)).then(
-      (rows) => this.answered(flight, rows, undefined),
-      (error: unknown) => this.answered(flight, undefined, error),
+      (rows) => this.received(flight, rows, undefined),
+      (error: unknown) => this.received(flight, undefined, error),
     )
+  }
+
+  /**
+   * A batch's promise settled. Postgres answers one connection's statements in order, but the
+   * promises carrying those answers need not settle in that order: two answers read from one
+   * packet settle in the same turn, and a promise that passes through one more async step than
+   * another (a wrapper, a driver's retry of a statement it had to prepare again) settles after it.
+   * So an answer waits on its flight until every batch sent before it has been handled, and the
+   * answers are handled in the order the batches were sent.
+   */
+  private received(flight: Flight, rows: Array<Record<string, string | null>> | undefined, error: unknown): void {
+    flight.answer = { rows, error }
+    for (let head = this.inFlight[0]; head?.answer !== undefined; head = this.inFlight[0]) this.answered(head, head.answer.rows, head.answer.error)
   }
 
   private recordQueueWait(flight: Flight): void {
     for (const item of flight.batch) this.queueWait.record(flight.sentAt - item.queuedAt)
   }
 
-  /** A batch's answer (rows or error). Postgres answers one connection's statements in order. */
+  /** The answer (rows or error) of the oldest batch in flight; every branch takes it off `inFlight`. */
   private answered(flight: Flight, rows: Array<Record<string, string | null>> | undefined, error: unknown): void {
-    assert(this.inFlight[0] === flight, 'batches are answered in the order they were sent')
+    assert(this.inFlight[0] === flight, 'the oldest batch in flight is answered first')
     if (flight.abandoned) {
       this.inFlight.shift()
       this.pump()

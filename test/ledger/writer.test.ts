@@ -127,6 +127,46 @@ describe('the pipelined group-commit writer', () => {
     await expectVerified(app)
   })
 
+  test.skipIf(!onPostgres)('answers whose promises settle out of order are handled in the order the batches were sent', async () => {
+    // Two answers read from one packet settle in one turn, and a promise with one more async step
+    // behind it settles after the other: here the first batch's answer is held back until the
+    // second's has settled. Nothing of the second batch is settled before the first.
+    const account = await fx.mint('reordered')
+    const internals = writer() as unknown as { execute?: (run: () => Promise<unknown>) => Promise<unknown>; overdueAfterMs?: () => number }
+    internals.overdueAfterMs = () => Number.POSITIVE_INFINITY
+    let releaseFirst!: () => void
+    const firstHeld = new Promise<void>((resolve) => (releaseFirst = resolve))
+    let secondSettled!: () => void
+    const secondAnswered = new Promise<void>((resolve) => (secondSettled = resolve))
+    let calls = 0
+    internals.execute = (run) => {
+      calls += 1
+      const answer = run()
+      if (calls === 1) return answer.then(async (rows) => (await firstHeld, rows))
+      if (calls === 2) void answer.finally(secondSettled)
+      return answer
+    }
+    const resolved: number[] = []
+    let commits: Array<Promise<void>>
+    try {
+      commits = Array.from({ length: 40 }, (_, index) => ledger().submit(credit(account, 1_000_000n)).then(() => void resolved.push(index)))
+      expect(writer().inFlightCount()).toBe(2)
+      await secondAnswered
+      await Bun.sleep(20)
+      expect(resolved).toEqual([])
+      expect(writer().inFlightCount()).toBe(2)
+    } finally {
+      delete internals.execute
+      delete internals.overdueAfterMs
+      releaseFirst()
+    }
+    await Promise.all(commits)
+    await ledger().drain()
+    expect(resolved).toEqual(Array.from({ length: 40 }, (_, index) => index))
+    expect(await fx.balance(account)).toMatchObject({ available: '40.000000', total: '40.000000' })
+    await expectVerified(app)
+  })
+
   test('a batch that fails takes every batch sent after it with it: the order guard refuses them, nothing of them lands', async () => {
     const account = await fx.mint('guarded')
     // An event already in the log: a batch repeating its id fails on the unique index.
