@@ -405,6 +405,42 @@ describe('idempotency on the hot path (the record commits with the authorization
 })
 
 describe('fail closed', () => {
+  test('a budget that ends inside a long turn of the loop is declined from the next authorization read, before any timer runs', async () => {
+    // Past capacity one turn of Bun's loop can read requests for seconds without running a timer:
+    // a budget ended by its timer alone was answered only after the turn.
+    configurePayments(app.kassa.runtime, { budgetMs: 100 })
+    const release = stallWriter()
+    const send = (amount: string) =>
+      app.kassa.handle(
+        new Request('http://kassa.test/v1/payments/authorize', {
+          method: 'POST',
+          headers: { authorization: `Bearer ${fx.org.testKey}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ accountId: payer, asset: 'USDC', amount }),
+        }),
+      )
+    try {
+      const first = send('2')
+      // Its commit is held: it waits on its budget (50 ms here, the budget less its answer margin).
+      await Bun.sleep(10)
+      let timerRan = false
+      let answeredBeforeAnyTimer: boolean | undefined
+      void first.then(() => (answeredBeforeAnyTimer = !timerRan))
+      setTimeout(() => (timerRan = true), 0)
+      // One long turn: the thread stays busy past the first's deadline, then reads another authorization.
+      busyFor(80)
+      const second = send('3')
+      const answer = (await (await first).json()) as { state: string; failureCode: string }
+      expect(answer).toMatchObject({ state: 'declined', failureCode: 'processing_timeout' })
+      expect(answeredBeforeAnyTimer).toBe(true)
+      expect(((await (await second).json()) as { state: string }).state).toBe('declined')
+    } finally {
+      release()
+      configurePayments(app.kassa.runtime, { budgetMs: AUTHORIZATION_BUDGET_MS })
+    }
+    await app.kassa.runtime.ledger.drain()
+    await expectVerified(app)
+  })
+
   test('a commit slower than the budget is declined processing_timeout in time, and the late write can never be captured', async () => {
     const openGate = stallWriter()
     configurePayments(app.kassa.runtime, { budgetMs: 150 })
