@@ -23,7 +23,7 @@ describe('deadlines (fired by their timer or from the request path, whichever co
     expect(deadlines.size).toBe(1)
   })
 
-  test('a cancelled deadline never fires, and leaves once its time has come', () => {
+  test('a cancelled deadline never fires, and leaves by its time', () => {
     let now = 0
     const deadlines = new Deadlines(() => now)
     const fired: number[] = []
@@ -33,6 +33,25 @@ describe('deadlines (fired by their timer or from the request path, whichever co
     now = 25
     deadlines.fireDue()
     expect(fired).toEqual([2])
+    expect(deadlines.size).toBe(0)
+  })
+
+  test('when the timer fires, the cancelled deadlines ahead of the earliest live one leave with it, and the timer waits for that one', async () => {
+    // A budget is cancelled as soon as its authorization is answered: the timer must not wake the
+    // loop for each cancelled one in turn.
+    const deadlines = new Deadlines()
+    const startedAt = performance.now()
+    const fired: string[] = []
+    const cancelled = Array.from({ length: 50 }, (_, index) => deadlines.arm(startedAt + 20 + index, () => fired.push(`cancelled ${index}`)))
+    deadlines.arm(startedAt + 400, () => fired.push('live'))
+    const after = Array.from({ length: 10 }, (_, index) => deadlines.arm(startedAt + 410 + index, () => fired.push(`after ${index}`)))
+    for (const deadline of [...cancelled, ...after]) deadlines.cancel(deadline)
+    await Bun.sleep(40)
+    // The timer fired at the first cancelled one's time: all fifty left, the live one is the head.
+    expect(fired).toEqual([])
+    expect(deadlines.size).toBe(11)
+    await Bun.sleep(startedAt + 400 - performance.now() + 30)
+    expect(fired).toEqual(['live'])
     expect(deadlines.size).toBe(0)
   })
 
