@@ -167,6 +167,47 @@ describe('the pipelined group-commit writer', () => {
     await expectVerified(app)
   })
 
+  test.skipIf(!onPostgres)("a failed batch whose answer settles after the next batch's still takes that batch with it", async () => {
+    const account = await fx.mint('failedlate')
+    const taken = eventRow(fx.org.id, 'account.funded', { accountId: account }, new Date())
+    await ledger().submit(credit(account, 5_000_000n, { events: [taken] }))
+    // The first batch fails on the unique index; the second is refused by the order guard, and its
+    // answer settles first.
+    const failing = credit(account, 1_000_000n, { events: [{ ...taken }] })
+    const behind = Array.from({ length: 40 }, () => credit(account, 2_000_000n))
+    const internals = writer() as unknown as { execute?: (run: () => Promise<unknown>) => Promise<unknown>; overdueAfterMs?: () => number }
+    internals.overdueAfterMs = () => Number.POSITIVE_INFINITY
+    let secondSettled!: () => void
+    const secondAnswered = new Promise<void>((resolve) => (secondSettled = resolve))
+    let calls = 0
+    internals.execute = (run) => {
+      calls += 1
+      const answer = run()
+      if (calls === 1) return answer.then((rows) => secondAnswered.then(() => rows), (error: unknown) => secondAnswered.then(() => Promise.reject(error)))
+      if (calls === 2) void answer.finally(secondSettled).catch(() => {})
+      return answer
+    }
+    let outcomes: Array<Promise<{ ok: boolean }>>
+    try {
+      outcomes = [failing, ...behind].map((op) => settled(ledger().submit(op)))
+      expect(writer().inFlightCount()).toBe(2)
+      await secondAnswered
+    } finally {
+      delete internals.execute
+      delete internals.overdueAfterMs
+    }
+    for (const outcome of await Promise.all(outcomes)) {
+      expect(outcome.ok).toBe(false)
+      expect((outcome as { error?: unknown }).error).toBeInstanceOf(CommitFailedError)
+    }
+    await ledger().drain()
+    expect(await committedMovements([failing.reference, ...behind.map((op) => op.reference)])).toBe(0)
+    expect(await fx.balance(account)).toMatchObject({ available: '5.000000', total: '5.000000' })
+    await ledger().submit(credit(account, 1_000_000n))
+    expect(await fx.balance(account)).toMatchObject({ available: '6.000000' })
+    await expectVerified(app)
+  })
+
   test('a batch that fails takes every batch sent after it with it: the order guard refuses them, nothing of them lands', async () => {
     const account = await fx.mint('guarded')
     // An event already in the log: a batch repeating its id fails on the unique index.
