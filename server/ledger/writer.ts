@@ -563,22 +563,22 @@ export class GroupCommitWriter {
    * A batch's promise settled. Postgres answers one connection's statements in order, but the
    * promises carrying those answers need not settle in that order: two answers read from one
    * packet settle in the same turn, and a promise that passes through one more async step than
-   * another (a wrapper, a driver's retry of a statement it had to prepare again) settles after it.
-   * So an answer waits on its flight until every batch sent before it has been handled, and the
-   * answers are handled in the order the batches were sent.
+   * another (a wrapper around `execute`) settles after it; postgres.js also sends a statement whose
+   * prepared form the server lost again, behind those sent after it. So an answer waits on its
+   * flight until every batch sent before it has been handled: answers are handled in the order
+   * the batches were sent.
    */
   private received(flight: Flight, rows: Array<Record<string, string | null>> | undefined, error: unknown): void {
     flight.answer = { rows, error }
-    for (let head = this.inFlight[0]; head?.answer !== undefined; head = this.inFlight[0]) this.answered(head, head.answer.rows, head.answer.error)
+    for (let head = this.inFlight[0]; head?.answer !== undefined; head = this.inFlight[0]) this.answered(head, head.answer)
   }
 
   private recordQueueWait(flight: Flight): void {
     for (const item of flight.batch) this.queueWait.record(flight.sentAt - item.queuedAt)
   }
 
-  /** The answer (rows or error) of the oldest batch in flight; every branch takes it off `inFlight`. */
-  private answered(flight: Flight, rows: Array<Record<string, string | null>> | undefined, error: unknown): void {
-    assert(this.inFlight[0] === flight, 'the oldest batch in flight is answered first')
+  /** The answer (rows or error) of the oldest batch in flight, `flight`; every branch takes it off `inFlight`. */
+  private answered(flight: Flight, { rows, error }: NonNullable<Flight['answer']>): void {
     if (flight.abandoned) {
       this.inFlight.shift()
       this.pump()

@@ -97,6 +97,55 @@ function whileStalled<T>(body: () => T): T {
   return result
 }
 
+/**
+ * Lets the writer's first wait for Postgres settle only once `release` has resolved (by default,
+ * once the second's has settled): the first batch's answer comes after the second's, as when its
+ * promise has one more async step behind it. The waits after the second go as usual, and nothing
+ * counts as overdue meanwhile, so the second batch is pipelined behind the held first. `restore`
+ * puts the writer's methods back.
+ */
+function settleSecondFirst(release?: Promise<void>): { secondAnswered: Promise<void>; restore: () => void } {
+  const internals = writer() as unknown as { execute?: (run: () => Promise<unknown>) => Promise<unknown>; overdueAfterMs?: () => number }
+  internals.overdueAfterMs = () => Number.POSITIVE_INFINITY
+  let secondSettled!: () => void
+  const secondAnswered = new Promise<void>((resolve) => (secondSettled = resolve))
+  const firstReleased = release ?? secondAnswered
+  let calls = 0
+  internals.execute = (run) => {
+    calls += 1
+    const answer = run()
+    if (calls === 1) return answer.then((rows) => firstReleased.then(() => rows), (error: unknown) => firstReleased.then(() => Promise.reject(error)))
+    if (calls === 2) void answer.finally(secondSettled).catch(() => {})
+    return answer
+  }
+  const restore = () => {
+    delete internals.execute
+    delete internals.overdueAfterMs
+  }
+  return { secondAnswered, restore }
+}
+
+/**
+ * An account holding 5 with an event already in the log, and a credit of 1 repeating that event's
+ * id: a batch carrying it fails on the unique index.
+ */
+async function failingCredit(name: string): Promise<{ account: string; failing: FundingOperation }> {
+  const account = await fx.mint(name)
+  const taken = eventRow(fx.org.id, 'account.funded', { accountId: account }, new Date())
+  await ledger().submit(credit(account, 5_000_000n, { events: [taken] }))
+  return { account, failing: credit(account, 1_000_000n, { events: [{ ...taken }] }) }
+}
+
+/** Nothing of `operations` landed, the account still holds its 5, and the writer carries on with a fresh guard. */
+async function expectNoneLandedThenCarriesOn(account: string, operations: FundingOperation[]): Promise<void> {
+  await ledger().drain()
+  expect(await committedMovements(operations.map((op) => op.reference))).toBe(0)
+  expect(await fx.balance(account)).toMatchObject({ available: '5.000000', total: '5.000000' })
+  await ledger().submit(credit(account, 1_000_000n))
+  expect(await fx.balance(account)).toMatchObject({ available: '6.000000' })
+  await expectVerified(app)
+}
+
 const settled = <T>(promise: Promise<T>) => promise.then((value) => ({ ok: true as const, value }), (error: unknown) => ({ ok: false as const, error }))
 
 describe('the pipelined group-commit writer', () => {
@@ -132,20 +181,8 @@ describe('the pipelined group-commit writer', () => {
     // behind it settles after the other: here the first batch's answer is held back until the
     // second's has settled. Nothing of the second batch is settled before the first.
     const account = await fx.mint('reordered')
-    const internals = writer() as unknown as { execute?: (run: () => Promise<unknown>) => Promise<unknown>; overdueAfterMs?: () => number }
-    internals.overdueAfterMs = () => Number.POSITIVE_INFINITY
     let releaseFirst!: () => void
-    const firstHeld = new Promise<void>((resolve) => (releaseFirst = resolve))
-    let secondSettled!: () => void
-    const secondAnswered = new Promise<void>((resolve) => (secondSettled = resolve))
-    let calls = 0
-    internals.execute = (run) => {
-      calls += 1
-      const answer = run()
-      if (calls === 1) return answer.then(async (rows) => (await firstHeld, rows))
-      if (calls === 2) void answer.finally(secondSettled)
-      return answer
-    }
+    const { secondAnswered, restore } = settleSecondFirst(new Promise<void>((resolve) => (releaseFirst = resolve)))
     const resolved: number[] = []
     let commits: Array<Promise<void>>
     try {
@@ -156,8 +193,7 @@ describe('the pipelined group-commit writer', () => {
       expect(resolved).toEqual([])
       expect(writer().inFlightCount()).toBe(2)
     } finally {
-      delete internals.execute
-      delete internals.overdueAfterMs
+      restore()
       releaseFirst()
     }
     await Promise.all(commits)
@@ -168,52 +204,28 @@ describe('the pipelined group-commit writer', () => {
   })
 
   test.skipIf(!onPostgres)("a failed batch whose answer settles after the next batch's still takes that batch with it", async () => {
-    const account = await fx.mint('failedlate')
-    const taken = eventRow(fx.org.id, 'account.funded', { accountId: account }, new Date())
-    await ledger().submit(credit(account, 5_000_000n, { events: [taken] }))
     // The first batch fails on the unique index; the second is refused by the order guard, and its
     // answer settles first.
-    const failing = credit(account, 1_000_000n, { events: [{ ...taken }] })
+    const { account, failing } = await failingCredit('failedlate')
     const behind = Array.from({ length: 40 }, () => credit(account, 2_000_000n))
-    const internals = writer() as unknown as { execute?: (run: () => Promise<unknown>) => Promise<unknown>; overdueAfterMs?: () => number }
-    internals.overdueAfterMs = () => Number.POSITIVE_INFINITY
-    let secondSettled!: () => void
-    const secondAnswered = new Promise<void>((resolve) => (secondSettled = resolve))
-    let calls = 0
-    internals.execute = (run) => {
-      calls += 1
-      const answer = run()
-      if (calls === 1) return answer.then((rows) => secondAnswered.then(() => rows), (error: unknown) => secondAnswered.then(() => Promise.reject(error)))
-      if (calls === 2) void answer.finally(secondSettled).catch(() => {})
-      return answer
-    }
+    const { secondAnswered, restore } = settleSecondFirst()
     let outcomes: Array<Promise<{ ok: boolean }>>
     try {
       outcomes = [failing, ...behind].map((op) => settled(ledger().submit(op)))
       expect(writer().inFlightCount()).toBe(2)
       await secondAnswered
     } finally {
-      delete internals.execute
-      delete internals.overdueAfterMs
+      restore()
     }
     for (const outcome of await Promise.all(outcomes)) {
       expect(outcome.ok).toBe(false)
       expect((outcome as { error?: unknown }).error).toBeInstanceOf(CommitFailedError)
     }
-    await ledger().drain()
-    expect(await committedMovements([failing.reference, ...behind.map((op) => op.reference)])).toBe(0)
-    expect(await fx.balance(account)).toMatchObject({ available: '5.000000', total: '5.000000' })
-    await ledger().submit(credit(account, 1_000_000n))
-    expect(await fx.balance(account)).toMatchObject({ available: '6.000000' })
-    await expectVerified(app)
+    await expectNoneLandedThenCarriesOn(account, [failing, ...behind])
   })
 
   test('a batch that fails takes every batch sent after it with it: the order guard refuses them, nothing of them lands', async () => {
-    const account = await fx.mint('guarded')
-    // An event already in the log: a batch repeating its id fails on the unique index.
-    const taken = eventRow(fx.org.id, 'account.funded', { accountId: account }, new Date())
-    await ledger().submit(credit(account, 5_000_000n, { events: [taken] }))
-    const failing = credit(account, 1_000_000n, { events: [{ ...taken }] })
+    const { account, failing } = await failingCredit('guarded')
     const behind = Array.from({ length: 3 }, () => credit(account, 2_000_000n))
     const { failingCommit, behindCommits } = whileStalled(() => {
       const failingCommit = settled(ledger().submit(failing))
@@ -229,13 +241,7 @@ describe('the pipelined group-commit writer', () => {
       expect(outcome.ok).toBe(false)
       expect((outcome as { error: unknown }).error).toBeInstanceOf(CommitFailedError)
     }
-    await ledger().drain()
-    expect(await committedMovements([failing.reference, ...behind.map((op) => op.reference)])).toBe(0)
-    expect(await fx.balance(account)).toMatchObject({ available: '5.000000', total: '5.000000' })
-    // The writer carries on with a fresh guard.
-    await ledger().submit(credit(account, 1_000_000n))
-    expect(await fx.balance(account)).toMatchObject({ available: '6.000000' })
-    await expectVerified(app)
+    await expectNoneLandedThenCarriesOn(account, [failing, ...behind])
   })
 
   test('the database refuses a batch whose predecessor it never saw (the guard is real), and the writer recovers', async () => {
