@@ -563,8 +563,8 @@ export class GroupCommitWriter {
    * A batch's promise settled. Postgres answers one connection's statements in order, but the
    * promises carrying those answers need not settle in that order: two answers read from one
    * packet settle in the same turn, and a promise that passes through one more async step than
-   * another (a wrapper around `execute`) settles after it; postgres.js also sends a statement whose
-   * prepared form the server lost again, behind those sent after it. So an answer waits on its
+   * another (a wrapper around `execute`) settles after it; and postgres.js sends again, behind those
+   * sent after it, a statement whose prepared form the server lost. So an answer waits on its
    * flight until every batch sent before it has been handled: answers are handled in the order
    * the batches were sent.
    */
