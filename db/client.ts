@@ -44,10 +44,15 @@ export interface DatabaseOptions {
   /** Folder of the embedded database, or `memory://` for a throwaway in-memory one. */
   embeddedPath: string
   poolMax: number
+  /**
+   * Postgres: the pool's `application_name` (default `kassa`) and settings of its sessions (the
+   * delivery process's: `synchronous_commit` off, see `createDeliveryRuntime`).
+   */
+  pool?: { applicationName: string; settings: Record<string, string> }
 }
 
 export async function openDatabase(options: DatabaseOptions): Promise<DatabaseHandle> {
-  if (options.databaseUrl !== undefined) return openPostgres(options.databaseUrl, options.poolMax)
+  if (options.databaseUrl !== undefined) return openPostgres(options.databaseUrl, options.poolMax, options.pool)
   return openPglite(options.embeddedPath)
 }
 
@@ -81,7 +86,7 @@ export function socketOf(url: string): { url: string; host?: string } {
  */
 export const WRITER_PLANNER = { enable_seqscan: 'off', enable_hashjoin: 'off', enable_mergejoin: 'off', jit: 'off' }
 
-function openPostgres(databaseUrl: string, poolMax: number): DatabaseHandle {
+function openPostgres(databaseUrl: string, poolMax: number, pool = { applicationName: 'kassa', settings: {} }): DatabaseHandle {
   const { url, host } = socketOf(databaseUrl)
   const options = (max: number, applicationName: string, planner: Record<string, string> = {}) => ({
     ...(host === undefined ? {} : { host }),
@@ -94,7 +99,7 @@ function openPostgres(databaseUrl: string, poolMax: number): DatabaseHandle {
     // after an outage the pool reconnects within a quarter of a second of the database coming back.
     backoff: (attempts: number) => (0.5 + Math.random() / 2) * Math.min(3 ** attempts / 100, RECONNECT_BACKOFF_MAX_S),
   })
-  const client = postgres(url, options(poolMax, 'kassa'))
+  const client = postgres(url, options(poolMax, pool.applicationName, pool.settings))
   const writerClient = postgres(url, options(1, 'kassa-ledger-writer', WRITER_PLANNER))
   const db = drizzlePostgres(client, { schema }) as unknown as Database
   return {

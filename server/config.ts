@@ -25,6 +25,11 @@ export interface Config {
   webhookCaFile: string | undefined
   /** Whether this instance runs the webhook delivery worker (several instances may share the work). */
   webhookDelivery: boolean
+  /**
+   * Whether a listening server runs its delivery worker in a child process of its own, at the lowest
+   * priority, rather than on its request thread (`server/delivery.ts`); Postgres only.
+   */
+  webhookDeliveryProcess: boolean
   /** Group commit on the ledger writer; off means one database transaction per operation. */
   groupCommit: boolean
   /**
@@ -208,6 +213,18 @@ function readCaFile(env: Environment): string | undefined {
 }
 
 /**
+ * The delivery worker in a process of its own: the default on Postgres. The embedded database lives
+ * in this process alone, so there a worker can only run in it.
+ */
+function readDeliveryProcess(env: Environment, databaseUrl: string | undefined): boolean {
+  const process = readBoolean(env, 'WEBHOOK_DELIVERY_PROCESS', databaseUrl !== undefined)
+  if (process && databaseUrl === undefined) {
+    throw new ConfigError('WEBHOOK_DELIVERY_PROCESS=true needs DATABASE_URL (the embedded database is open in one process only)')
+  }
+  return process
+}
+
+/**
  * Reads and validates the whole configuration at once, so a bad value stops the start with one
  * clear message instead of surfacing as a strange failure later.
  */
@@ -235,6 +252,7 @@ export function loadConfig(env: Environment = process.env): Config {
     allowLoopbackWebhooks: readBoolean(env, 'ALLOW_LOOPBACK_WEBHOOKS', false),
     webhookCaFile: readCaFile(env),
     webhookDelivery: readBoolean(env, 'WEBHOOK_DELIVERY', true),
+    webhookDeliveryProcess: readDeliveryProcess(env, databaseUrl),
     groupCommit: readBoolean(env, 'GROUP_COMMIT', true),
     ledgerPipelineDepth: readInteger(env, 'LEDGER_PIPELINE_DEPTH', 2, 1, 16),
     ledgerPipelineMinOperations: readInteger(env, 'LEDGER_PIPELINE_MIN_OPERATIONS', 32, 1, 256),
@@ -278,6 +296,7 @@ export function configForTests(overrides: Partial<Config> = {}): Config {
     allowLoopbackWebhooks: true,
     webhookCaFile: undefined,
     webhookDelivery: true,
+    webhookDeliveryProcess: false,
     groupCommit: true,
     ledgerPipelineDepth: 2,
     ledgerPipelineMinOperations: 1,

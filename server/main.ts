@@ -1,6 +1,7 @@
 import { installPostgresDriverPatch } from '../db/postgres-driver-patch.ts'
 import { ConfigError, gcTimerSummary, heapWarmUpSummary, loadConfig } from './config.ts'
 import { requestThreadFirst } from './platform/thread-priority.ts'
+import { startDeliveryProcess } from './platform/delivery-process.ts'
 import { DataFolderInUse } from '../db/folder-lock.ts'
 
 // Before anything loads the postgres.js driver: it must be loaded with its crash guard.
@@ -46,9 +47,15 @@ async function main(): Promise<void> {
   console.log(`kassa: request thread first: ${priority ? priority.summary : 'off (REQUEST_THREAD_FIRST=false)'}`)
   console.log(`kassa: Bun's idle GC timer: ${gcTimerSummary()}`)
   console.log(`kassa: the engine's heap warm-up thread: ${heapWarmUpSummary()}`)
+  // Started once the server listens: a start refused above leaves no worker behind.
+  const delivery = config.webhookDelivery && config.webhookDeliveryProcess ? startDeliveryProcess() : undefined
+  console.log(
+    `kassa: webhook delivery: ${!config.webhookDelivery ? 'off (WEBHOOK_DELIVERY=false)' : delivery ? `${delivery.summary}, pid ${delivery.pid}` : 'in this process (WEBHOOK_DELIVERY_PROCESS=false)'}`,
+  )
   const shutdown = async (signal: string) => {
     console.log(`kassa: ${signal}, shutting down`)
     priority?.stop()
+    await delivery?.stop()
     await kassa.close()
     process.exit(0)
   }

@@ -15,6 +15,7 @@ import { loadKeyCache, refreshCachedKey, refreshCachedOrg } from './modules/orgs
 import { LoadShedder } from './platform/load-shedder.ts'
 import { LoopLag } from './platform/loop-lag.ts'
 import { createRateLimiter, type RateLimiter } from './platform/rate-limit-store.ts'
+import type { DeliveryRuntime } from './modules/webhooks/worker.ts'
 
 /** What instances tell each other after a change that lives in a cache. */
 export type ChangeNotice = { kind: 'key'; id: string } | { kind: 'org'; id: string } | { kind: 'clock'; id: string }
@@ -138,7 +139,50 @@ function resolveOperatorToken(config: Config): string {
   return token
 }
 
-export async function closeRuntime(runtime: Runtime): Promise<void> {
+/**
+ * What the delivery process runs on (`server/delivery.ts`): the database, the organizations'
+ * clocks (kept current by other instances' notices, as in a server) and the settings; no ledger,
+ * no caches of keys, nothing that serves a request. The server that started it has already
+ * migrated the database.
+ */
+export async function createDeliveryRuntime(config: Config): Promise<DeliveryRuntime> {
+  const database = await openDatabase({
+    databaseUrl: config.databaseUrl,
+    embeddedPath: join(config.dataDir, 'pglite'),
+    poolMax: DELIVERY_POOL_MAX,
+    pool: { applicationName: 'kassa-delivery', settings: DELIVERY_SESSION },
+  })
+  const clock = new Clock(database.db)
+  await clock.load()
+  await database.listen(CHANGE_CHANNEL, (payload) => {
+    let notice: ChangeNotice
+    try {
+      notice = JSON.parse(payload) as ChangeNotice
+    } catch {
+      return
+    }
+    if (notice.kind !== 'clock') return
+    clock.refresh(notice.id).catch((error: unknown) => console.error('failed to apply change notice', notice, error))
+  })
+  return { config, database, db: database.db, clock, stoppers: [] }
+}
+
+/** The delivery process's connections: its passes run one at a time, outcomes written in batches. */
+const DELIVERY_POOL_MAX = 4
+
+/**
+ * The delivery process commits without waiting for its commits to reach the disk. Everything it
+ * writes is delivery bookkeeping under at-least-once (the cursor and the delivery rows it fans out,
+ * in one transaction; claims; outcomes), and Postgres loses at most its last few hundred
+ * milliseconds of such commits in a crash of the database, never a part of one: the cursor goes
+ * back with the rows it wrote (fanned out again), a claim's lease is gone (attempted again), an
+ * outcome is gone (attempted again, which receivers already take, deduplicating on the event id).
+ * Its flushes no longer queue with the authorizations' at the disk (README, "Webhooks and the event
+ * log"). Nothing of money is written by this process.
+ */
+const DELIVERY_SESSION = { synchronous_commit: 'off' }
+
+export async function closeRuntime(runtime: Pick<Runtime, 'database' | 'stoppers'>): Promise<void> {
   for (const stop of runtime.stoppers.splice(0)) await stop()
   await runtime.database.close()
 }

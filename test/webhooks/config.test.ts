@@ -23,6 +23,16 @@ describe('webhook settings', () => {
     expect(loadConfig({})).toMatchObject({ webhookCaFile: undefined, allowLoopbackWebhooks: false, webhookDelivery: true })
   })
 
+  test('the delivery worker runs in a process of its own by default on Postgres, in the server on the embedded database', () => {
+    const url = { DATABASE_URL: 'postgres://kassa@127.0.0.1:5432/kassa' }
+    expect(loadConfig(url).webhookDeliveryProcess).toBe(true)
+    expect(loadConfig({ ...url, WEBHOOK_DELIVERY_PROCESS: 'false' }).webhookDeliveryProcess).toBe(false)
+    expect(loadConfig({}).webhookDeliveryProcess).toBe(false)
+    expect(loadConfig({ WEBHOOK_DELIVERY_PROCESS: 'false' }).webhookDeliveryProcess).toBe(false)
+    expect(refusal({ WEBHOOK_DELIVERY_PROCESS: 'true' })).toMatch(/WEBHOOK_DELIVERY_PROCESS=true needs DATABASE_URL/)
+    expect(refusal({ ...url, WEBHOOK_DELIVERY_PROCESS: 'sometimes' })).toContain('WEBHOOK_DELIVERY_PROCESS')
+  })
+
   test('refuses a CA file that does not exist, naming the variable', () => {
     expect(refusal({ WEBHOOK_CA_FILE: '/nonexistent/ca.pem' })).toContain('WEBHOOK_CA_FILE')
   })

@@ -2,7 +2,7 @@ import { invalid, notFound } from '../../lib/errors.ts'
 import { onePage, pageLimit } from '../../lib/pagination.ts'
 import type { Runtime } from '../../runtime.ts'
 import * as webhooksRepo from '../webhooks/repo.ts'
-import { deliveryWorkerOf } from '../webhooks/worker.ts'
+import { kickDelivery } from '../webhooks/worker.ts'
 import { EVENT_TYPE_FILTER_MAX, EVENT_TYPE_PATTERN, type DeliveryView, type EventView, type ListEventsInput } from './model.ts'
 import * as repo from './repo.ts'
 
@@ -71,7 +71,7 @@ export async function getEvent(runtime: Runtime, orgId: string, id: string): Pro
 async function resend(runtime: Runtime, event: repo.EventRecord, webhook: webhooksRepo.WebhookRecord): Promise<EventView> {
   if (event.orgId !== null && event.orgId !== webhook.orgId) throw invalid('webhookId', "The endpoint's organization does not see this event")
   await webhooksRepo.scheduleResend(runtime.db, { eventId: event.id, webhookId: webhook.id, orgId: webhook.orgId, dueAt: new Date(runtime.clock.wallNowMs()) })
-  deliveryWorkerOf(runtime)?.kick()
+  await kickDelivery(runtime)
   return toEventView(event, await repo.deliveriesOf(runtime.db, webhook.orgId, [event.id]))
 }
 

@@ -11,13 +11,13 @@ import { checkWebhookUrl, UrlRefused, type UrlPolicy } from './url-policy.ts'
 export const WEBHOOK_CHANNEL = 'kassa_webhooks'
 
 /** Aborts in-flight attempts in this process; set by the delivery worker when it runs here. */
-const abortersByRuntime = new WeakMap<Runtime, (webhookId: string) => void>()
+const abortersByRuntime = new WeakMap<object, (webhookId: string) => void>()
 
-export function registerAborter(runtime: Runtime, abort: (webhookId: string) => void): void {
+export function registerAborter(runtime: object, abort: (webhookId: string) => void): void {
   abortersByRuntime.set(runtime, abort)
 }
 
-export function urlPolicyOf(runtime: Runtime): UrlPolicy {
+export function urlPolicyOf(runtime: Pick<Runtime, 'config'>): UrlPolicy {
   return { allowLoopback: runtime.config.allowLoopbackWebhooks }
 }
 

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs'
 import https from 'node:https'
 import { sql } from 'drizzle-orm'
-import { queryPrepared, queryRows } from '../../../db/client.ts'
+import { notify, queryPrepared, queryRows } from '../../../db/client.ts'
 import type { Runtime } from '../../runtime.ts'
 import { VISIBLE_EVENT } from '../events/repo.ts'
 import { DELIVERY_ATTEMPTS_MAX, DELIVERY_TIMEOUT_MS, RETRY_DELAYS_SECONDS } from './model.ts'
@@ -26,6 +26,12 @@ export interface WorkerOptions {
    */
   leaseSeconds: number
 }
+
+/**
+ * What the worker needs of a process: its database, the organizations' clocks and the settings.
+ * A whole server's runtime is one; the delivery process (`server/delivery.ts`) builds only this.
+ */
+export type DeliveryRuntime = Pick<Runtime, 'config' | 'database' | 'db' | 'clock' | 'stoppers'>
 
 export const DEFAULT_WORKER_OPTIONS: WorkerOptions = {
   pollIntervalMs: 100,
@@ -92,7 +98,7 @@ export class DeliveryWorker {
   deliveredCount = 0
 
   constructor(
-    private readonly runtime: Runtime,
+    private readonly runtime: DeliveryRuntime,
     private readonly options: WorkerOptions = DEFAULT_WORKER_OPTIONS,
   ) {
     this.ca = runtime.config.webhookCaFile ? readFileSync(runtime.config.webhookCaFile) : undefined
@@ -424,19 +430,40 @@ interface Outcome {
   nextAttemptAt: Date | null
 }
 
-const workers = new WeakMap<Runtime, DeliveryWorker>()
+const workers = new WeakMap<DeliveryRuntime, DeliveryWorker>()
 
-export function deliveryWorkerOf(runtime: Runtime): DeliveryWorker | undefined {
+/** Said on `WEBHOOK_CHANNEL` for work due now (every other payload names a deleted endpoint). */
+const KICK_NOTICE = 'kick'
+
+/**
+ * Work is due now (a resend): this process's worker looks at once, and every other instance's,
+ * the delivery process's among them, when the notice reaches it, rather than at its next poll.
+ */
+export async function kickDelivery(runtime: DeliveryRuntime): Promise<void> {
+  workers.get(runtime)?.kick()
+  await notify(runtime.db, WEBHOOK_CHANNEL, KICK_NOTICE)
+}
+
+export function deliveryWorkerOf(runtime: DeliveryRuntime): DeliveryWorker | undefined {
   return workers.get(runtime)
 }
 
-/** Starts this instance's worker (unless WEBHOOK_DELIVERY=false) and registers its stop. */
-export async function startWebhookDelivery(runtime: Runtime, options: WorkerOptions = DEFAULT_WORKER_OPTIONS): Promise<void> {
-  if (!runtime.config.webhookDelivery) return
+/**
+ * Starts this process's worker and registers its stop: unless WEBHOOK_DELIVERY=false, or the
+ * worker runs in the delivery process beside this one (WEBHOOK_DELIVERY_PROCESS, started by a
+ * listening server: `server/main.ts`).
+ */
+export async function startWebhookDelivery(runtime: DeliveryRuntime, options: WorkerOptions = DEFAULT_WORKER_OPTIONS): Promise<void> {
+  if (!runtime.config.webhookDelivery || runtime.config.webhookDeliveryProcess) return
+  await runDeliveryWorker(runtime, options)
+}
+
+/** Runs the worker in this process, whatever the settings say (the delivery process's own start). */
+export async function runDeliveryWorker(runtime: DeliveryRuntime, options: WorkerOptions = DEFAULT_WORKER_OPTIONS): Promise<void> {
   const worker = new DeliveryWorker(runtime, options)
   workers.set(runtime, worker)
   registerAborter(runtime, (webhookId) => worker.abortEndpoint(webhookId))
-  await runtime.database.listen(WEBHOOK_CHANNEL, (webhookId) => worker.abortEndpoint(webhookId))
+  await runtime.database.listen(WEBHOOK_CHANNEL, (payload) => (payload === KICK_NOTICE ? worker.kick() : worker.abortEndpoint(payload)))
   worker.start()
   runtime.stoppers.push(() => worker.stop())
 }
