@@ -50,7 +50,7 @@ async function main(): Promise<void> {
   // Started once the server listens: a start refused above leaves no worker behind.
   const delivery = config.webhookDelivery && config.webhookDeliveryProcess ? startDeliveryProcess() : undefined
   console.log(
-    `kassa: webhook delivery: ${!config.webhookDelivery ? 'off (WEBHOOK_DELIVERY=false)' : delivery ? `${delivery.summary}, pid ${delivery.pid}` : 'in this process (WEBHOOK_DELIVERY_PROCESS=false)'}`,
+    `kassa: webhook delivery: ${!config.webhookDelivery ? 'off (WEBHOOK_DELIVERY=false)' : delivery ? `${delivery.summary}, pid ${delivery.pid}` : `in this process (${config.databaseUrl === undefined ? 'the embedded database is open in it alone' : 'WEBHOOK_DELIVERY_PROCESS=false'})`}`,
   )
   const shutdown = async (signal: string) => {
     console.log(`kassa: ${signal}, shutting down`)

@@ -1,5 +1,7 @@
 import { afterAll, expect, test } from 'bun:test'
-import { existsSync, readFileSync } from 'node:fs'
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { DELIVERY_PROCESS_NICE } from '../../server/platform/delivery-process.ts'
 import { verifyWebhook } from '../../server/modules/webhooks/verify.ts'
 import { createTestDatabase, onPostgres, type TestDatabase } from '../support/db.ts'
@@ -134,11 +136,21 @@ ${inline.output()}`)
   expect(deliveryPidsIn(inline.output())).toEqual([])
 }, 60_000)
 
-test('on the embedded database the worker runs in the server: a delivery process is refused at start, naming the setting', async () => {
+test('on the embedded database the worker runs in the server, as its start line says, and a delivery process is refused at start, naming the setting', async () => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'kassa-delivery-embedded-'))
+  try {
+    const embedded = await startServerProcess({ OPERATOR_TOKEN, DATABASE_URL: '', DATA_DIR: dataDir })
+    servers.push(embedded)
+    await until(() => embedded.output().includes('kassa: webhook delivery: in this process (the embedded database is open in it alone)'), `the server's delivery line:\n${embedded.output()}`)
+    await embedded.stop()
+    expect(deliveryPidsIn(embedded.output())).toEqual([])
+  } finally {
+    rmSync(dataDir, { recursive: true, force: true })
+  }
   const refused = Bun.spawnSync([process.execPath, 'server/main.ts'], {
     cwd: `${import.meta.dir}/../..`,
     env: { ...process.env, DATABASE_URL: '', PORT: '0', WEBHOOK_DELIVERY_PROCESS: 'true' },
   })
   expect(refused.exitCode).toBe(2)
   expect(refused.stderr.toString()).toContain('WEBHOOK_DELIVERY_PROCESS=true needs DATABASE_URL')
-})
+}, 60_000)
