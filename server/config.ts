@@ -269,6 +269,19 @@ export function loadConfig(env: Environment = process.env): Config {
   return config
 }
 
+/** A process's start (`server/main.ts`, `server/delivery.ts`): the configuration, or exit 2 saying what is wrong. */
+export function loadConfigOrExit(processName: string): Config {
+  try {
+    return loadConfig()
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      console.error(`${processName}: configuration error: ${error.message}`)
+      process.exit(2)
+    }
+    throw error
+  }
+}
+
 /** Production refuses every setting that exists only to make development and testing easy. */
 export function assertProductionSafe(config: Config): void {
   if (config.serviceEnv !== 'production') return

@@ -1,5 +1,5 @@
 import { installPostgresDriverPatch } from '../db/postgres-driver-patch.ts'
-import { ConfigError, loadConfig } from './config.ts'
+import { loadConfigOrExit } from './config.ts'
 
 /**
  * The webhook delivery process: the delivery worker alone, started by a listening server beside
@@ -17,16 +17,7 @@ installPostgresDriverPatch()
 const { closeRuntime, createDeliveryRuntime } = await import('./runtime.ts')
 const { runDeliveryWorker } = await import('./modules/webhooks/worker.ts')
 
-let config
-try {
-  config = loadConfig()
-} catch (error) {
-  if (error instanceof ConfigError) {
-    console.error(`kassa delivery: configuration error: ${error.message}`)
-    process.exit(2)
-  }
-  throw error
-}
+const config = loadConfigOrExit('kassa delivery')
 if (config.databaseUrl === undefined) {
   console.error('kassa delivery: needs DATABASE_URL (the embedded database is open in its server alone)')
   process.exit(2)

@@ -1,5 +1,5 @@
 import { installPostgresDriverPatch } from '../db/postgres-driver-patch.ts'
-import { ConfigError, gcTimerSummary, heapWarmUpSummary, loadConfig } from './config.ts'
+import { gcTimerSummary, heapWarmUpSummary, loadConfigOrExit } from './config.ts'
 import { requestThreadFirst } from './platform/thread-priority.ts'
 import { startDeliveryProcess } from './platform/delivery-process.ts'
 import { DataFolderInUse } from '../db/folder-lock.ts'
@@ -9,16 +9,7 @@ installPostgresDriverPatch()
 const { createApp } = await import('./app.ts')
 
 async function main(): Promise<void> {
-  let config
-  try {
-    config = loadConfig()
-  } catch (error) {
-    if (error instanceof ConfigError) {
-      console.error(`kassa: configuration error: ${error.message}`)
-      process.exit(2)
-    }
-    throw error
-  }
+  const config = loadConfigOrExit('kassa')
   let kassa
   try {
     kassa = await createApp(config)

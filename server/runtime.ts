@@ -108,7 +108,8 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
   return runtime
 }
 
-async function applyChangeNotice(runtime: Runtime, payload: string): Promise<void> {
+/** Takes another instance's change into this process's caches; one without a key cache (the delivery process) keeps clocks only. */
+async function applyChangeNotice(runtime: Pick<Runtime, 'db' | 'clock'> & { keys?: KeyCache }, payload: string): Promise<void> {
   let notice: ChangeNotice
   try {
     notice = JSON.parse(payload) as ChangeNotice
@@ -116,9 +117,10 @@ async function applyChangeNotice(runtime: Runtime, payload: string): Promise<voi
     return
   }
   try {
-    if (notice.kind === 'key') await refreshCachedKey(runtime.db, runtime.keys, notice.id)
+    if (notice.kind === 'clock') await runtime.clock.refresh(notice.id)
+    else if (runtime.keys === undefined) return
+    else if (notice.kind === 'key') await refreshCachedKey(runtime.db, runtime.keys, notice.id)
     else if (notice.kind === 'org') await refreshCachedOrg(runtime.db, runtime.keys, notice.id)
-    else if (notice.kind === 'clock') await runtime.clock.refresh(notice.id)
   } catch (error) {
     console.error('failed to apply change notice', notice, error)
   }
@@ -154,17 +156,9 @@ export async function createDeliveryRuntime(config: Config): Promise<DeliveryRun
   })
   const clock = new Clock(database.db)
   await clock.load()
-  await database.listen(CHANGE_CHANNEL, (payload) => {
-    let notice: ChangeNotice
-    try {
-      notice = JSON.parse(payload) as ChangeNotice
-    } catch {
-      return
-    }
-    if (notice.kind !== 'clock') return
-    clock.refresh(notice.id).catch((error: unknown) => console.error('failed to apply change notice', notice, error))
-  })
-  return { config, database, db: database.db, clock, stoppers: [] }
+  const runtime: DeliveryRuntime = { config, database, db: database.db, clock, stoppers: [] }
+  await database.listen(CHANGE_CHANNEL, (payload) => void applyChangeNotice(runtime, payload))
+  return runtime
 }
 
 /** The delivery process's connections: its passes run one at a time, outcomes written in batches. */
