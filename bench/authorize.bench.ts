@@ -687,7 +687,7 @@ async function webhookLoadRuns(): Promise<LoadFigures[]> {
           const result = await openLoop(server.base, server.process.pid, targets, WEBHOOK_RATE, true)
           result.mode = `open loop, ${WEBHOOK_RATE}/s offered, ${!withHooks ? 'no webhook endpoints' : inServer ? '10 endpoints per org, delivery in the server' : '10 endpoints per org'}`
           result.deliveriesReceived = load.deliveries.length - deliveredBefore
-          console.log(`webhooks | ${result.mode.padEnd(62)} | p50 ${result.p50Ms} ms | p99 ${result.p99Ms} ms | max ${result.maxMs} ms | deliveries received during the run: ${load.deliveries.length - deliveredBefore}`)
+          console.log(`webhooks | ${result.mode.padEnd(62)} | p50 ${result.p50Ms} ms | p99 ${result.p99Ms} ms | max ${result.maxMs} ms | deliveries received during the run: ${result.deliveriesReceived}`)
           figures.push(result)
         }
       } finally {

@@ -29,7 +29,7 @@ export interface DeliveryProcess {
  * process never writes: it closes when this process ends, however it ends, and the delivery
  * process stops then (a `kill -9` of the server leaves no worker behind).
  */
-export function startDeliveryProcess(env: Record<string, string | undefined> = process.env): DeliveryProcess {
+export function startDeliveryProcess(): DeliveryProcess {
   const nice = Bun.which('nice')
   const command = [...(nice ? [nice, '-n', String(DELIVERY_PROCESS_NICE)] : []), process.execPath, ENTRY]
   let child: Subprocess<'pipe', 'inherit', 'inherit'> | undefined
@@ -39,7 +39,7 @@ export function startDeliveryProcess(env: Record<string, string | undefined> = p
 
   const start = () => {
     const startedAt = performance.now()
-    const current = Bun.spawn(command, { env, stdin: 'pipe', stdout: 'inherit', stderr: 'inherit' })
+    const current = Bun.spawn(command, { env: process.env, stdin: 'pipe', stdout: 'inherit', stderr: 'inherit' })
     child = current
     void current.exited.then((code) => {
       if (child === current) child = undefined
