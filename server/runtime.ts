@@ -69,6 +69,7 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
     }))
   await runMigrations(database, config.databaseUrl)
   const db = database.db
+  const changes = await listenForChanges(database)
   const clock = new Clock(db, options.wallClockMs)
   await clock.load()
   const keys = new KeyCache(config.serviceEnv)
@@ -102,14 +103,38 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
     // Operations already reserved in memory are written before the database closes.
     stoppers: [() => ledger.drain(), () => loopLag.stop()],
   }
-  await database.listen(CHANGE_CHANNEL, (payload) => {
-    void applyChangeNotice(runtime, payload)
-  })
+  changes.applyTo(runtime)
   return runtime
 }
 
+/** What a change notice updates: clocks always, keys and organizations where a key cache is kept. */
+type ChangeTarget = Pick<Runtime, 'db' | 'clock'> & { keys?: KeyCache }
+
+/**
+ * Listens for other instances' change notices before the caches they keep current are loaded: a
+ * change committed after a load read its rows and before the LISTEN began would never reach this
+ * process (a sandbox clock advanced while a delivery process started stayed behind in it for
+ * good). Notices that arrive while the caches load wait, and are applied once `applyTo` is given
+ * the loaded runtime; each re-reads its row, so whatever the loads saw, nothing committed after
+ * the LISTEN is missed.
+ */
+async function listenForChanges(database: DatabaseHandle): Promise<{ applyTo(runtime: ChangeTarget): void }> {
+  const waiting: string[] = []
+  let target: ChangeTarget | undefined
+  await database.listen(CHANGE_CHANNEL, (payload) => {
+    if (target === undefined) waiting.push(payload)
+    else void applyChangeNotice(target, payload)
+  })
+  return {
+    applyTo(runtime) {
+      target = runtime
+      for (const payload of waiting.splice(0)) void applyChangeNotice(runtime, payload)
+    },
+  }
+}
+
 /** Takes another instance's change into this process's caches; one without a key cache (the delivery process) keeps clocks only. */
-async function applyChangeNotice(runtime: Pick<Runtime, 'db' | 'clock'> & { keys?: KeyCache }, payload: string): Promise<void> {
+async function applyChangeNotice(runtime: ChangeTarget, payload: string): Promise<void> {
   let notice: ChangeNotice
   try {
     notice = JSON.parse(payload) as ChangeNotice
@@ -154,10 +179,11 @@ export async function createDeliveryRuntime(config: Config): Promise<DeliveryRun
     poolMax: DELIVERY_POOL_MAX,
     pool: { applicationName: 'kassa-delivery', settings: DELIVERY_SESSION },
   })
+  const changes = await listenForChanges(database)
   const clock = new Clock(database.db)
   await clock.load()
   const runtime: DeliveryRuntime = { config, database, db: database.db, clock, stoppers: [] }
-  await database.listen(CHANGE_CHANNEL, (payload) => void applyChangeNotice(runtime, payload))
+  changes.applyTo(runtime)
   return runtime
 }
 

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { sql } from 'drizzle-orm'
 import { createApp, type Kassa } from '../../server/app.ts'
 import { configForTests } from '../../server/config.ts'
+import { CHANGE_CHANNEL } from '../../server/runtime.ts'
 import { ONBOARDING_ITEMS } from '../../server/modules/orgs/model.ts'
 import { startTestApp, type TestApp, type TestOrg, type TestResponse } from '../support/app.ts'
 
@@ -130,6 +131,36 @@ describe('production', () => {
     } finally {
       // The database handle is the test database's; it closes with the sandbox app.
       for (const stop of production.runtime.stoppers.splice(0)) await stop()
+    }
+  })
+})
+
+describe('an instance starting while another changes what it caches', () => {
+  test('a clock advanced and a key revoked after its caches were read, before it listened, still reach it', async () => {
+    const mover = await app.createOrg('Moved while another starts')
+    const before = await clockMs(mover.testKey)
+    const handle = await app.database.open()
+    // Both changes commit, and their notices go out, at the last moment before the new instance
+    // listens: after its caches were read, if it read them first.
+    let changed = false
+    const listening: typeof handle = {
+      ...handle,
+      async listen(channel, onPayload) {
+        if (channel !== CHANGE_CHANNEL || changed) return handle.listen(channel, onPayload)
+        changed = true
+        expect((await app.call('POST', '/v1/sandbox/clock/advance', { key: mover.testKey, body: { seconds: 7 * 24 * 3600 } })).status).toBe(200)
+        expect((await app.ops('POST', `/ops/v1/keys/${mover.testKeyId}/revoke`)).status).toBe(200)
+        return handle.listen(channel, onPayload)
+      },
+    }
+    const second: Kassa = await createApp(configForTests({ databaseUrl: app.database.databaseUrl }), { database: listening })
+    try {
+      expect(second.runtime.clock.nowMs(mover.id) - before).toBeGreaterThanOrEqual(7 * 24 * HOUR_MS - 60_000)
+      const refused = await second.app.handle(new Request('http://kassa.test/v1/accounts', { headers: { authorization: `Bearer ${mover.testKey}` } }))
+      expect(refused.status).toBe(401)
+    } finally {
+      // The database handle is the test database's; it closes with the sandbox app.
+      for (const stop of second.runtime.stoppers.splice(0)) await stop()
     }
   })
 })
