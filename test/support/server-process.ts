@@ -4,6 +4,10 @@ import type { Subprocess } from 'bun'
 const REPO_ROOT = resolve(import.meta.dir, '../..')
 const BUN = join(REPO_ROOT, 'node_modules/.bin/bun')
 const START_TIMEOUT_MS = 30_000
+/** Longer than a server's own stop may take: it gives its delivery process 10 s to end. */
+const STOP_TIMEOUT_MS = 15_000
+/** How long an ended server's output is waited for: a process it started may still hold the pipe. */
+const DRAIN_TIMEOUT_MS = 2_000
 
 /** A real `bun server/main.ts` child process and the base URL it listens on. */
 export interface ServerProcess {
@@ -13,7 +17,10 @@ export interface ServerProcess {
   output(): string
   /** `kill -9`: no shutdown hook runs, nothing is flushed. */
   kill9(): Promise<void>
-  /** SIGTERM and a clean shutdown, SIGKILL if it takes longer than a few seconds. */
+  /**
+   * SIGTERM and a clean shutdown, SIGKILL if it takes longer than the server's own stop may (it
+   * waits up to 10 s for its delivery process); resolves once what it printed has been read.
+   */
   stop(): Promise<void>
 }
 
@@ -46,14 +53,15 @@ export async function startServerProcess(env: Record<string, string>): Promise<S
   const child = spawnServerProcess(env)
   const chunks: string[] = []
   const output = () => chunks.join('')
-  void (async () => {
+  const stderrRead = (async () => {
     const decoder = new TextDecoder()
     for await (const chunk of child.stderr) chunks.push(decoder.decode(chunk))
   })()
   // One reader for the child's whole life: leaving a `for await` early would cancel the stream, and
   // what the server prints after its start line (and its writes) would be lost.
+  let stdoutRead: Promise<void> = Promise.resolve()
   const listening = new Promise<string>((resolveListening, rejectListening) => {
-    void (async () => {
+    stdoutRead = (async () => {
       const decoder = new TextDecoder()
       let found = false
       let text = ''
@@ -93,13 +101,16 @@ export async function startServerProcess(env: Record<string, string>): Promise<S
       await child.exited
     },
     async stop() {
-      if (child.exitCode !== null || child.signalCode !== null) return
-      child.kill('SIGTERM')
-      const exited = await Promise.race([child.exited.then(() => true), Bun.sleep(5_000).then(() => false)])
-      if (!exited) {
-        child.kill('SIGKILL')
-        await child.exited
+      if (child.exitCode === null && child.signalCode === null) {
+        child.kill('SIGTERM')
+        const exited = await Promise.race([child.exited.then(() => true), Bun.sleep(STOP_TIMEOUT_MS).then(() => false)])
+        if (!exited) {
+          child.kill('SIGKILL')
+          await child.exited
+        }
       }
+      // The exit can be seen before the last lines are read from the pipes.
+      await Promise.race([Promise.all([stdoutRead, stderrRead]).catch(() => {}), Bun.sleep(DRAIN_TIMEOUT_MS)])
     },
   }
 }
