@@ -39,7 +39,7 @@ async function main(): Promise<void> {
   console.log(`kassa: Bun's idle GC timer: ${gcTimerSummary()}`)
   console.log(`kassa: the engine's heap warm-up thread: ${heapWarmUpSummary()}`)
   // Started once the server listens: a start refused above leaves no worker behind.
-  const delivery = config.webhookDelivery && config.webhookDeliveryProcess ? startDeliveryProcess() : undefined
+  const delivery = config.webhookDelivery && config.webhookDeliveryProcess ? startDeliveryProcess(config.webhookDeliveryNice) : undefined
   console.log(
     `kassa: webhook delivery: ${!config.webhookDelivery ? 'off (WEBHOOK_DELIVERY=false)' : delivery ? `${delivery.summary}, pid ${delivery.pid}` : `in this process (${config.databaseUrl === undefined ? 'the embedded database is open in it alone' : 'WEBHOOK_DELIVERY_PROCESS=false'})`}`,
   )

@@ -1,8 +1,6 @@
 import { fileURLToPath } from 'node:url'
 import type { Subprocess } from 'bun'
 
-/** Niceness of the delivery process: Linux gives it about 1.5% of a core that anything else wants. */
-export const DELIVERY_PROCESS_NICE = 19
 /** Waits before starting the process again after it ended on its own, one more each time it ends soon again, up to the last. */
 const RESTART_DELAYS_MS = [1_000, 2_000, 5_000, 10_000, 30_000]
 /** A process that ran this long before ending starts the delays over. */
@@ -22,16 +20,17 @@ export interface DeliveryProcess {
 }
 
 /**
- * Starts `server/delivery.ts` beside this server, with this process's environment, at the lowest
- * priority where `nice` exists (every thread the process starts inherits it), its output on this
+ * Starts `server/delivery.ts` beside this server, with this process's environment, at niceness
+ * `niceness` where the `nice` command exists (`WEBHOOK_DELIVERY_NICE`, 19 by default, the lowest priority: Linux gives it about 1.5% of a
+ * core that anything else wants; every thread the process starts inherits it), its output on this
  * server's. If it ends while the server runs it is started again, after 1 s, then 2, 5, 10 and
  * 30 s between tries while it keeps ending within a minute. Its standard input is a pipe this
  * process never writes: it closes when this process ends, however it ends, and the delivery
  * process stops then (a `kill -9` of the server leaves no worker behind).
  */
-export function startDeliveryProcess(): DeliveryProcess {
+export function startDeliveryProcess(niceness: number): DeliveryProcess {
   const nice = Bun.which('nice')
-  const command = [...(nice ? [nice, '-n', String(DELIVERY_PROCESS_NICE)] : []), process.execPath, ENTRY]
+  const command = [...(nice ? [nice, '-n', String(niceness)] : []), process.execPath, ENTRY]
   let child: Subprocess<'pipe', 'inherit', 'inherit'> | undefined
   let stopped = false
   let failures = 0
@@ -59,7 +58,7 @@ export function startDeliveryProcess(): DeliveryProcess {
     get pid() {
       return child?.pid
     },
-    summary: `a process of its own${nice ? ` at nice ${DELIVERY_PROCESS_NICE}` : ' (no `nice` on this system: at normal priority)'}`,
+    summary: `a process of its own${nice ? ` at nice ${niceness}` : ' (no `nice` on this system: at normal priority)'}`,
     async stop() {
       stopped = true
       if (restartTimer !== undefined) clearTimeout(restartTimer)

@@ -95,6 +95,9 @@ describe('loadConfig', () => {
     ['a SLOW_AUTHORIZATION_MS past the budget', { SLOW_AUTHORIZATION_MS: '501' }, 'SLOW_AUTHORIZATION_MS'],
     ['a SLOW_AUTHORIZATIONS_KEPT of none', { SLOW_AUTHORIZATIONS_KEPT: '0' }, 'SLOW_AUTHORIZATIONS_KEPT'],
     ['a SLOW_AUTHORIZATIONS_KEPT over a million', { SLOW_AUTHORIZATIONS_KEPT: '1000001' }, 'SLOW_AUTHORIZATIONS_KEPT'],
+    ['a WEBHOOK_DELIVERY_NICE past the lowest priority', { WEBHOOK_DELIVERY_NICE: '20' }, 'WEBHOOK_DELIVERY_NICE'],
+    ['a negative WEBHOOK_DELIVERY_NICE (a higher priority than the server)', { WEBHOOK_DELIVERY_NICE: '-5' }, 'WEBHOOK_DELIVERY_NICE'],
+    ['a WEBHOOK_DELIVERY_NICE that is not a number', { WEBHOOK_DELIVERY_NICE: 'low' }, 'WEBHOOK_DELIVERY_NICE'],
   ])('refuses %s with a message naming the variable', (_name, env, variable) => {
     const error = configError(env)
     expect(error.message).toContain(variable)

@@ -2,7 +2,7 @@ import { afterAll, expect, test } from 'bun:test'
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { DELIVERY_PROCESS_NICE } from '../../server/platform/delivery-process.ts'
+import { DELIVERY_PROCESS_NICE_DEFAULT as DELIVERY_PROCESS_NICE } from '../../server/config.ts'
 import { verifyWebhook } from '../../server/modules/webhooks/verify.ts'
 import { createTestDatabase, onPostgres, type TestDatabase } from '../support/db.ts'
 import { jsonClient, startServerProcess, type ServerProcess } from '../support/server-process.ts'
@@ -119,11 +119,13 @@ test.skipIf(!onPostgres)(
   60_000,
 )
 
-test.skipIf(!onPostgres)('a server stopped with SIGTERM stops its delivery process first; WEBHOOK_DELIVERY_PROCESS=false keeps the worker in the server', async () => {
+test.skipIf(!onPostgres)('a server stopped with SIGTERM stops its delivery process first; WEBHOOK_DELIVERY_NICE sets its priority; WEBHOOK_DELIVERY_PROCESS=false keeps the worker in the server', async () => {
   database ??= await createTestDatabase()
   certificate ??= makeCertificate()
   receiver ??= startReceiver(certificate)
-  const { server, deliveryPid } = await startServer({ DATABASE_URL: database.databaseUrl! })
+  const { server, deliveryPid } = await startServer({ DATABASE_URL: database.databaseUrl!, WEBHOOK_DELIVERY_NICE: '5' })
+  expect(server.output()).toContain('kassa: webhook delivery: a process of its own at nice 5')
+  expect(statOf(deliveryPid)).toEqual({ ppid: server.child.pid, nice: 5 })
   await server.stop()
   expect(server.output()).toContain('kassa delivery: SIGTERM, stopping')
   expect(alive(deliveryPid)).toBe(false)
