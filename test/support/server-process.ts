@@ -59,26 +59,24 @@ export async function startServerProcess(env: Record<string, string>): Promise<S
   })()
   // One reader for the child's whole life: leaving a `for await` early would cancel the stream, and
   // what the server prints after its start line (and its writes) would be lost.
-  let stdoutRead: Promise<void> = Promise.resolve()
-  const listening = new Promise<string>((resolveListening, rejectListening) => {
-    stdoutRead = (async () => {
-      const decoder = new TextDecoder()
-      let found = false
-      let text = ''
-      for await (const chunk of child.stdout) {
-        const piece = decoder.decode(chunk)
-        chunks.push(piece)
-        if (found) continue
-        text += piece
-        const match = /listening on (http:\/\/[\d.]+:\d+)/.exec(text)
-        if (match) {
-          found = true
-          resolveListening(match[1]!)
-        }
+  const { promise: listening, resolve: resolveListening, reject: rejectListening } = Promise.withResolvers<string>()
+  const stdoutRead = (async () => {
+    const decoder = new TextDecoder()
+    let found = false
+    let text = ''
+    for await (const chunk of child.stdout) {
+      const piece = decoder.decode(chunk)
+      chunks.push(piece)
+      if (found) continue
+      text += piece
+      const match = /listening on (http:\/\/[\d.]+:\d+)/.exec(text)
+      if (match) {
+        found = true
+        resolveListening(match[1]!)
       }
-      if (!found) rejectListening(new Error(`the server exited before listening:\n${output()}`))
-    })().catch(rejectListening)
-  })
+    }
+    if (!found) rejectListening(new Error(`the server exited before listening:\n${output()}`))
+  })().catch(rejectListening)
   let timer: ReturnType<typeof setTimeout> | undefined
   const timeout = new Promise<never>((_, reject) => {
     timer = setTimeout(() => reject(new Error(`the server did not start within ${START_TIMEOUT_MS} ms:\n${output()}`)), START_TIMEOUT_MS)
