@@ -23,8 +23,8 @@ export interface DeliveryProcess {
  * Starts `server/delivery.ts` beside this server, with this process's environment, at niceness
  * `niceness` where the `nice` command exists (`WEBHOOK_DELIVERY_NICE`, 19 by default, the lowest
  * priority: Linux gives it about 1.5% of a core that anything else wants; every thread the process
- * starts inherits it), its output on this server's. If it ends while the server runs it is started again, after 1 s, then 2, 5, 10 and
- * 30 s between tries while it keeps ending within a minute. Its standard input is a pipe this
+ * starts inherits it), its output on this server's. If it ends while the server runs it is started
+ * again, after 1 s, then 2, 5, 10 and 30 s between tries while it keeps ending within a minute. Its standard input is a pipe this
  * process never writes: it closes when this process ends, however it ends, and the delivery
  * process stops then (a `kill -9` of the server leaves no worker behind).
  */
