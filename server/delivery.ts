@@ -4,8 +4,9 @@ import { loadConfigOrExit } from './config.ts'
 /**
  * The webhook delivery process: the delivery worker alone, started by a listening server beside
  * itself (`WEBHOOK_DELIVERY_PROCESS`, the default on Postgres; `server/platform/delivery-process.ts`)
- * at the lowest priority by default (`WEBHOOK_DELIVERY_NICE`), so that signing, sending and recording deliveries never run on the
- * thread that answers requests, and take a core only when the server and Postgres leave one idle.
+ * at the lowest priority by default (`WEBHOOK_DELIVERY_NICE`), so that signing, sending and
+ * recording deliveries never run on the thread that answers requests, and take a core only when
+ * the server and Postgres leave one idle.
  * It reads the same configuration as its server, reaches the same database with a pool of its
  * own, and works as any other instance's worker does (the cursor row serializes fan-out, a
  * conditional update claims each due delivery). It ends when its server does: on SIGTERM, and when
