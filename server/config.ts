@@ -27,7 +27,8 @@ export interface Config {
   webhookDelivery: boolean
   /**
    * Whether a listening server runs its delivery worker in a child process of its own, at the lowest
-   * priority unless `webhookDeliveryNice` says otherwise, rather than on its request thread (`server/delivery.ts`); Postgres only.
+   * priority unless `webhookDeliveryNice` says otherwise, rather than on its request thread
+   * (`server/delivery.ts`); Postgres only.
    */
   webhookDeliveryProcess: boolean
   /**

@@ -24,9 +24,10 @@ export interface DeliveryProcess {
  * `niceness` where the `nice` command exists (`WEBHOOK_DELIVERY_NICE`, 19 by default, the lowest
  * priority: Linux gives it about 1.5% of a core that anything else wants; every thread the process
  * starts inherits it), its output on this server's. If it ends while the server runs it is started
- * again, after 1 s, then 2, 5, 10 and 30 s between tries while it keeps ending within a minute. Its standard input is a pipe this
- * process never writes: it closes when this process ends, however it ends, and the delivery
- * process stops then (a `kill -9` of the server leaves no worker behind).
+ * again, after 1 s, then 2, 5, 10 and 30 s between tries while it keeps ending within a minute.
+ * Its standard input is a pipe this process never writes: it closes when this process ends,
+ * however it ends, and the delivery process stops then (a `kill -9` of the server leaves no
+ * worker behind).
  */
 export function startDeliveryProcess(niceness: number): DeliveryProcess {
   const nice = Bun.which('nice')
