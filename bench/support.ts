@@ -374,7 +374,9 @@ export function cpuPerOperation(
   const waitShare = (ms: number) => (wallMs <= 0 ? 0 : Math.round((ms / wallMs) * 1000) / 10)
   const generatorUs = per(after.generatorMs - before.generatorMs)
   const serverUs = per(after.serverMs - before.serverMs)
-  const postgresUs = per(growthByPid(before.postgresMsByPid, after.postgresMsByPid))
+  const postgresMs = growthByPid(before.postgresMsByPid, after.postgresMsByPid)
+  const postgresUs = per(postgresMs)
+  const busiestMs = largestGrowth(before.postgresMsByPid, after.postgresMsByPid)
   const perAnswerUs = generatorUs + serverUs + postgresUs
   return {
     generatorUs,
@@ -382,6 +384,8 @@ export function cpuPerOperation(
     serverMainUs: per(after.serverMainMs - before.serverMainMs),
     serverFaultsPerAnswer: operations === 0 ? 0 : round2((after.serverMinorFaults - before.serverMinorFaults) / operations),
     postgresUs,
+    postgresBusiestUs: per(busiestMs),
+    postgresBusiestPercent: postgresMs === 0 ? 0 : Math.round((busiestMs / postgresMs) * 100),
     machineBusyPercent: all === 0 ? 0 : Math.round(((after.machineBusyMs - before.machineBusyMs) / all) * 100),
     machineStolenMs: after.machineStolenMs - before.machineStolenMs,
     allCoresCeilingPerSecond: perAnswerUs === 0 ? 0 : Math.floor((availableParallelism() * 1_000_000) / perAnswerUs),
@@ -401,6 +405,13 @@ function growthByPid(before: Map<string, number>, after: Map<string, number>): n
   return sum
 }
 
+/** The largest single process's growth between two readings, counted as `growthByPid` counts each. */
+function largestGrowth(before: Map<string, number>, after: Map<string, number>): number {
+  let largest = 0
+  for (const [pid, value] of after) largest = Math.max(largest, value - Math.min(value, before.get(pid) ?? 0))
+  return largest
+}
+
 /** What `cpuPerOperation` answers. */
 export interface CpuPerOperation {
   generatorUs: number
@@ -409,6 +420,14 @@ export interface CpuPerOperation {
   /** The server's minor page faults per answer. */
   serverFaultsPerAnswer: number
   postgresUs: number
+  /**
+   * Of `postgresUs`, the one Postgres process that used the most, and its share of all of them
+   * (%). Under an authorization load that is the ledger writer's backend: the writer sends its
+   * batches one at a time on one connection, so this process's time is serial, the part of
+   * Postgres' cost a second core does not help.
+   */
+  postgresBusiestUs: number
+  postgresBusiestPercent: number
   machineBusyPercent: number
   machineStolenMs: number
   allCoresCeilingPerSecond: number

@@ -50,3 +50,21 @@ describe("the benchmarks' server page faults per answer", () => {
     expect(cpuPerOperation(before, after, 0).serverFaultsPerAnswer).toBe(0)
   })
 })
+
+describe("the benchmarks' busiest Postgres process", () => {
+  test('is the one process that grew most over the run, per answer and as a share of all of Postgres', () => {
+    // 300 grew by 90 (the writer's backend), 100 by 10, 400 started during the run with 0; 200 left.
+    const before = snapshot({ '100': 50, '200': 900, '300': 10 })
+    const after = snapshot({ '100': 60, '300': 100, '400': 0 })
+    const figures = cpuPerOperation(before, after, 1000)
+    expect(figures.postgresUs).toBe(100)
+    expect(figures.postgresBusiestUs).toBe(90)
+    expect(figures.postgresBusiestPercent).toBe(90)
+  })
+
+  test('is zero, not a division by zero, when Postgres did nothing', () => {
+    const figures = cpuPerOperation(snapshot({ '100': 5 }), snapshot({ '100': 5 }), 10)
+    expect(figures.postgresBusiestUs).toBe(0)
+    expect(figures.postgresBusiestPercent).toBe(0)
+  })
+})
