@@ -376,7 +376,7 @@ export function cpuPerOperation(
   const serverUs = per(after.serverMs - before.serverMs)
   const postgresMs = growthByPid(before.postgresMsByPid, after.postgresMsByPid)
   const postgresUs = per(postgresMs)
-  const busiestMs = largestGrowth(before.postgresMsByPid, after.postgresMsByPid)
+  const busiestMs = Math.max(0, ...growths(before.postgresMsByPid, after.postgresMsByPid))
   const perAnswerUs = generatorUs + serverUs + postgresUs
   return {
     generatorUs,
@@ -396,20 +396,16 @@ export function cpuPerOperation(
 }
 
 /**
- * The sum of each process's growth between two readings: a process that started in between counts
- * from its start, one that ended is left out, and a reused id with less than before adds nothing.
+ * Each process's growth between two readings: a process that started in between counts from its
+ * start, one that ended is left out, and a reused id with less than before adds nothing.
  */
-function growthByPid(before: Map<string, number>, after: Map<string, number>): number {
-  let sum = 0
-  for (const [pid, value] of after) sum += value - Math.min(value, before.get(pid) ?? 0)
-  return sum
+function growths(before: Map<string, number>, after: Map<string, number>): number[] {
+  return [...after].map(([pid, value]) => value - Math.min(value, before.get(pid) ?? 0))
 }
 
-/** The largest single process's growth between two readings, counted as `growthByPid` counts each. */
-function largestGrowth(before: Map<string, number>, after: Map<string, number>): number {
-  let largest = 0
-  for (const [pid, value] of after) largest = Math.max(largest, value - Math.min(value, before.get(pid) ?? 0))
-  return largest
+/** The sum of each process's growth (`growths`). */
+function growthByPid(before: Map<string, number>, after: Map<string, number>): number {
+  return growths(before, after).reduce((sum, growth) => sum + growth, 0)
 }
 
 /** What `cpuPerOperation` answers. */
