@@ -374,9 +374,10 @@ export function cpuPerOperation(
   const waitShare = (ms: number) => (wallMs <= 0 ? 0 : Math.round((ms / wallMs) * 1000) / 10)
   const generatorUs = per(after.generatorMs - before.generatorMs)
   const serverUs = per(after.serverMs - before.serverMs)
-  const postgresMs = growthByPid(before.postgresMsByPid, after.postgresMsByPid)
+  const postgresGrowths = growths(before.postgresMsByPid, after.postgresMsByPid)
+  const postgresMs = postgresGrowths.reduce((sum, growth) => sum + growth, 0)
   const postgresUs = per(postgresMs)
-  const busiestMs = Math.max(0, ...growths(before.postgresMsByPid, after.postgresMsByPid))
+  const busiestMs = Math.max(0, ...postgresGrowths)
   const perAnswerUs = generatorUs + serverUs + postgresUs
   return {
     generatorUs,
@@ -418,9 +419,9 @@ export interface CpuPerOperation {
   postgresUs: number
   /**
    * Of `postgresUs`, the one Postgres process that used the most, and its share of all of them
-   * (%). Under an authorization load that is the ledger writer's backend: the writer sends its
-   * batches one at a time on one connection, so this process's time is serial, the part of
-   * Postgres' cost a second core does not help.
+   * (%). Under an authorization load that is the ledger writer's backend: every batch goes over
+   * the writer's one connection (pipelined or not), so one backend runs them one after another
+   * and its time is serial, the part of Postgres' cost a second core does not help.
    */
   postgresBusiestUs: number
   postgresBusiestPercent: number
