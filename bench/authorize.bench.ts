@@ -436,6 +436,8 @@ interface WriterStats {
   committedOperations: number
   committedBatches: number
   eventLoopLagMs: number
+  /** With `lagSince`: the loop's lateness after that moment only. */
+  eventLoopLagSinceMs?: number
   commitLatencyMs: HistogramSnapshot
   queueWaitMs: HistogramSnapshot
   durableMs: HistogramSnapshot
@@ -472,8 +474,9 @@ function declinedCell(figure: LoadFigures): string {
   return codes.length === 0 ? String(figure.declined) : `${figure.declined} (${codes.map(([code, count]) => `${count} ${code}`).join(', ')})`
 }
 
-async function writerStats(base: string): Promise<WriterStats> {
-  return (await call(base, 'GET', '/ops/v1/ledger/stats', OPERATOR_TOKEN)).body
+/** `lagSince` (milliseconds since the Unix epoch) adds the loop's lateness after that moment alone. */
+async function writerStats(base: string, lagSince?: number): Promise<WriterStats> {
+  return (await call(base, 'GET', `/ops/v1/ledger/stats${lagSince === undefined ? '' : `?lagSince=${lagSince}`}`, OPERATOR_TOKEN)).body
 }
 
 /** The writer's counters and the server's own authorization latencies (arrival to answer), read before and after a run. */
@@ -628,11 +631,14 @@ async function openLoop(base: string, serverPid: number, targets: Target[], rate
   const drivenFrom = performance.now()
   // The server's own event-loop lag meanwhile: time its requests waited in the server before any
   // of their code ran (a late answer with a small lag waited in the load generator or the kernel).
+  // Only its lateness after the run began (`lagSince`): the lag of the last 200 to 400 ms, as read
+  // at the start, can hold lateness from the warm-up before it.
   let sampling = true
   let serverLagMaxMs = 0
+  const lagSince = Math.floor(performance.timeOrigin + drivenFrom)
   const sampler = (async () => {
     while (sampling) {
-      serverLagMaxMs = Math.max(serverLagMaxMs, (await writerStats(base)).eventLoopLagMs)
+      serverLagMaxMs = Math.max(serverLagMaxMs, (await writerStats(base, lagSince)).eventLoopLagSinceMs ?? 0)
       await Bun.sleep(100)
     }
   })()

@@ -8,6 +8,8 @@ import { openSync, readSync } from 'node:fs'
 const TICK_MS = 10
 /** The lag reported is the largest seen over this window, so one late tick is not forgotten at once. */
 const WINDOW_MS = 200
+/** Ticks kept for `lateSinceMs`: at one every `TICK_MS`, about ten seconds of them. */
+const TICKS_KEPT = 1024
 
 /**
  * The calling thread's time running or ready to run (waiting for a core), in milliseconds, from
@@ -58,6 +60,11 @@ export class LoopLag {
   private windowMaxMs = 0
   private previousWindowMaxMs = 0
   private lastTickAt = 0
+  /** The last `TICKS_KEPT` ticks: when each fired (`performance.now()`) and how late, a ring from `nextTick`. */
+  private readonly tickAt = new Float64Array(TICKS_KEPT)
+  private readonly tickLagMs = new Float64Array(TICKS_KEPT)
+  private nextTick = 0
+  private ticksKept = 0
   /** The busy clock at the previous tick; undefined once it could not be read (never read again). */
   private lastBusyMs: number | undefined
   private busyReadable = true
@@ -110,10 +117,31 @@ export class LoopLag {
     return Math.max(this.windowMaxMs, this.previousWindowMaxMs, this.timer === undefined ? 0 : Math.max(0, performance.now() - this.expectedAt))
   }
 
+  /**
+   * How long the loop kept its work waiting after `since` (`performance.now()` time), in
+   * milliseconds: of each tick that fired after it, the part of its lateness that fell after
+   * `since`, and so far the next tick's, if it is overdue. A lateness that began before `since`
+   * and ended after it counts only from `since`: what a request that came at `since` waited. Read
+   * from the last `TICKS_KEPT` ticks (at least ten seconds of them): a caller measuring a longer
+   * span reads it more often and keeps the largest.
+   */
+  lateSinceMs(since: number, now = performance.now()): number {
+    let largest = this.timer === undefined ? 0 : Math.max(0, Math.min(now - this.expectedAt, now - since))
+    for (let index = 0; index < this.ticksKept; index++) {
+      const at = this.tickAt[index]!
+      if (at > since) largest = Math.max(largest, Math.min(this.tickLagMs[index]!, at - since))
+    }
+    return largest
+  }
+
   private tick(): void {
     const now = performance.now()
     const lag = Math.max(0, now - this.expectedAt)
     this.expectedAt = now + TICK_MS
+    this.tickAt[this.nextTick] = now
+    this.tickLagMs[this.nextTick] = lag
+    this.nextTick = (this.nextTick + 1) % TICKS_KEPT
+    this.ticksKept = Math.min(this.ticksKept + 1, TICKS_KEPT)
     if (now - this.windowStartedAt >= WINDOW_MS) {
       this.previousWindowMaxMs = this.windowMaxMs
       this.windowMaxMs = 0

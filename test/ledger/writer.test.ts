@@ -468,6 +468,30 @@ describe('the pipelined group-commit writer', () => {
     expect(histogram.buckets.reduce((sum: number, bucket: { count: number }) => sum + bucket.count, 0)).toBe(histogram.count)
   })
 
+  test('the ops stats give the event loop\'s lateness since a moment on the wall clock when asked, and refuse a moment that is not one', async () => {
+    const plain = (await app.ops('GET', '/ops/v1/ledger/stats')).body
+    expect(plain.eventLoopLagSinceMs).toBeUndefined()
+    expect(typeof plain.eventLoopLagMs).toBe('number')
+    const blockedFrom = Date.now()
+    Bun.sleepSync(120)
+    await Bun.sleep(20)
+    const since = await app.ops('GET', `/ops/v1/ledger/stats?lagSince=${blockedFrom - 5}`)
+    expect(since.status).toBe(200)
+    expect(since.body.eventLoopLagSinceMs).toBeGreaterThanOrEqual(100)
+    // Asked from after the block, the block is left out, while the recent lag still holds it.
+    const after = Date.now()
+    await Bun.sleep(20)
+    const later = (await app.ops('GET', `/ops/v1/ledger/stats?lagSince=${after}`)).body
+    expect(later.eventLoopLagSinceMs).toBeLessThan(since.body.eventLoopLagSinceMs - 50)
+    expect(later.eventLoopLagMs).toBeGreaterThanOrEqual(100)
+    for (const bad of ['soon', '-1']) {
+      const refused = await app.ops('GET', `/ops/v1/ledger/stats?lagSince=${bad}`)
+      expect(refused.status).toBe(400)
+      expect(refused.body.error.code).toBe('invalid_request')
+      expect(refused.body.error.field).toBe('lagSince')
+    }
+  })
+
   test('the ops stats count every operation sent in the queue-wait histogram: one queued behind a held batch waits for it', async () => {
     const account = await fx.mint('queue-wait')
     const before = (await app.ops('GET', '/ops/v1/ledger/stats')).body

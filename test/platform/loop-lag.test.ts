@@ -41,6 +41,47 @@ describe('event-loop lag', () => {
     expect(lag.busyShareSinceTick()).toBeUndefined()
   })
 
+  test('the lateness since a moment counts only what fell after it', async () => {
+    const lag = new LoopLag()
+    lag.start()
+    try {
+      await Bun.sleep(25)
+      const blockedFrom = performance.now()
+      Bun.sleepSync(150)
+      // The tick the block held back fires now, at least 140 ms late.
+      await Bun.sleep(20)
+      const whole = lag.lateSinceMs(blockedFrom - 1)
+      expect(whole).toBeGreaterThanOrEqual(140)
+      // From 100 ms into the block, only what came after: what a request arriving then waited.
+      const fromInside = lag.lateSinceMs(blockedFrom + 100)
+      expect(fromInside).toBeGreaterThanOrEqual(40)
+      expect(whole - fromInside).toBeGreaterThanOrEqual(80)
+      // From after that tick, the block is not counted at all.
+      const after = performance.now()
+      await Bun.sleep(30)
+      expect(lag.lateSinceMs(after)).toBeLessThan(whole - 80)
+      // The lag of the last 200 to 400 ms still holds it whole.
+      expect(lag.currentMs()).toBeGreaterThanOrEqual(140)
+    } finally {
+      lag.stop()
+    }
+  })
+
+  test('while a turn runs, its next tick\'s lateness counts from the moment asked about', () => {
+    const lag = new LoopLag()
+    expect(lag.lateSinceMs(performance.now())).toBe(0)
+    lag.start()
+    try {
+      const from = performance.now()
+      Bun.sleepSync(120)
+      // No tick has fired: the one due within 10 ms of the start is overdue by at least 110 ms.
+      expect(lag.lateSinceMs(from - 1000)).toBeGreaterThanOrEqual(110)
+      expect(lag.lateSinceMs(from + 60)).toBeLessThanOrEqual(performance.now() - (from + 60))
+    } finally {
+      lag.stop()
+    }
+  })
+
   test('the loop\'s clock tells how long the current turn has kept its next tick waiting', async () => {
     const lag = new LoopLag()
     expect(lag.overdueMs()).toBe(0)
