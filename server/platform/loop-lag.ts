@@ -60,11 +60,13 @@ export class LoopLag {
   private windowMaxMs = 0
   private previousWindowMaxMs = 0
   private lastTickAt = 0
-  /** The last `TICKS_KEPT` ticks: when each fired (`performance.now()`) and how late, a ring from `nextTick`. */
+  /**
+   * The last `TICKS_KEPT` ticks: when each fired (`performance.now()`) and how late, a ring written
+   * at `nextTick` (a slot not yet written is late by 0).
+   */
   private readonly tickAt = new Float64Array(TICKS_KEPT)
   private readonly tickLagMs = new Float64Array(TICKS_KEPT)
   private nextTick = 0
-  private ticksKept = 0
   /** The busy clock at the previous tick; undefined once it could not be read (never read again). */
   private lastBusyMs: number | undefined
   private busyReadable = true
@@ -118,16 +120,15 @@ export class LoopLag {
   }
 
   /**
-   * How long the loop kept its work waiting after `since` (`performance.now()` time), in
-   * milliseconds: of each tick that fired after it, the part of its lateness that fell after
-   * `since`, and so far the next tick's, if it is overdue. A lateness that began before `since`
-   * and ended after it counts only from `since`: what a request that came at `since` waited. Read
-   * from the last `TICKS_KEPT` ticks (at least ten seconds of them): a caller measuring a longer
-   * span reads it more often and keeps the largest.
+   * How late the loop ran after `since` (`performance.now()` time), in milliseconds: of each tick
+   * that fired after it, the part of its lateness that fell after `since`, and so far the next
+   * tick's (`overdueMs`). A lateness that began before `since` and ended after it counts only from
+   * `since`. Read from the last `TICKS_KEPT` ticks (at least ten seconds of them): a caller
+   * measuring a longer span reads it more often and keeps the largest.
    */
-  lateSinceMs(since: number, now = performance.now()): number {
-    let largest = this.timer === undefined ? 0 : Math.max(0, Math.min(now - this.expectedAt, now - since))
-    for (let index = 0; index < this.ticksKept; index++) {
+  lateSinceMs(since: number): number {
+    let largest = Math.max(0, Math.min(this.overdueMs(), performance.now() - since))
+    for (let index = 0; index < TICKS_KEPT; index++) {
       const at = this.tickAt[index]!
       if (at > since) largest = Math.max(largest, Math.min(this.tickLagMs[index]!, at - since))
     }
@@ -141,7 +142,6 @@ export class LoopLag {
     this.tickAt[this.nextTick] = now
     this.tickLagMs[this.nextTick] = lag
     this.nextTick = (this.nextTick + 1) % TICKS_KEPT
-    this.ticksKept = Math.min(this.ticksKept + 1, TICKS_KEPT)
     if (now - this.windowStartedAt >= WINDOW_MS) {
       this.previousWindowMaxMs = this.windowMaxMs
       this.windowMaxMs = 0
