@@ -375,7 +375,7 @@ export function cpuPerOperation(
   const generatorUs = per(after.generatorMs - before.generatorMs)
   const serverUs = per(after.serverMs - before.serverMs)
   const postgresGrowths = growths(before.postgresMsByPid, after.postgresMsByPid)
-  const postgresMs = postgresGrowths.reduce((sum, growth) => sum + growth, 0)
+  const postgresMs = sumOf(postgresGrowths)
   const postgresUs = per(postgresMs)
   const busiestMs = Math.max(0, ...postgresGrowths)
   const perAnswerUs = generatorUs + serverUs + postgresUs
@@ -406,7 +406,11 @@ function growths(before: Map<string, number>, after: Map<string, number>): numbe
 
 /** The sum of each process's growth (`growths`). */
 function growthByPid(before: Map<string, number>, after: Map<string, number>): number {
-  return growths(before, after).reduce((sum, growth) => sum + growth, 0)
+  return sumOf(growths(before, after))
+}
+
+function sumOf(values: number[]): number {
+  return values.reduce((sum, value) => sum + value, 0)
 }
 
 /** What `cpuPerOperation` answers. */
