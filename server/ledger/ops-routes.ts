@@ -1,5 +1,6 @@
 import { Elysia, t } from 'elysia'
 import { invalid } from '../lib/errors.ts'
+import { roundTo } from '../lib/histogram.ts'
 import { IdParams } from '../lib/params.ts'
 import { apiDoc } from '../platform/openapi.ts'
 import type { Runtime } from '../runtime.ts'
@@ -55,7 +56,7 @@ export function ledgerOpsRoutes(runtime: Runtime) {
         committedOperations: runtime.ledger.writer.committedOperations,
         committedBatches: runtime.ledger.writer.committedBatches,
         queued: runtime.ledger.writer.pendingCount(),
-        eventLoopLagMs: Math.round(runtime.loopLag.currentMs() * 100) / 100,
+        eventLoopLagMs: roundTo(runtime.loopLag.currentMs(), 2),
         ...(query.lagSince === undefined ? {} : { eventLoopLagSinceMs: lagSinceMs(runtime, query.lagSince) }),
         commitLatencyMs: runtime.ledger.writer.commitLatency.snapshot(),
         queueWaitMs: runtime.ledger.writer.queueWait.snapshot(),
@@ -112,5 +113,5 @@ export function ledgerOpsRoutes(runtime: Runtime) {
 /** The event loop's lateness after `lagSince` (wall-clock milliseconds since the Unix epoch), rounded to 0.01 ms. */
 function lagSinceMs(runtime: Runtime, lagSince: number): number {
   if (!Number.isFinite(lagSince) || lagSince < 0) throw invalid('lagSince', 'lagSince must be a moment on the wall clock: milliseconds since the Unix epoch, 0 or more')
-  return Math.round(runtime.loopLag.lateSinceMs(lagSince - performance.timeOrigin) * 100) / 100
+  return roundTo(runtime.loopLag.lateSinceMs(lagSince - performance.timeOrigin), 2)
 }

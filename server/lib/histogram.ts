@@ -25,11 +25,17 @@ export class LatencyHistogram {
   snapshot(): HistogramSnapshot {
     return {
       count: this.total,
-      sumMs: Math.round(this.sumMs * 1000) / 1000,
-      maxMs: Math.round(this.slowestMs * 1000) / 1000,
+      sumMs: roundTo(this.sumMs, 3),
+      maxMs: roundTo(this.slowestMs, 3),
       buckets: this.counts.map((count, index) => ({ leMs: LatencyHistogram.BOUNDS_MS[index] ?? null, count })),
     }
   }
+}
+
+/** `value` rounded to `places` decimal places, as the operators' statistics show their figures. */
+export function roundTo(value: number, places: number): number {
+  const scale = 10 ** places
+  return Math.round(value * scale) / scale
 }
 
 export interface HistogramSnapshot {
@@ -47,7 +53,7 @@ export type HistogramWindow = Omit<HistogramSnapshot, 'maxMs'>
 export function histogramBetween(before: HistogramSnapshot, after: HistogramSnapshot): HistogramWindow {
   return {
     count: after.count - before.count,
-    sumMs: Math.round((after.sumMs - before.sumMs) * 1000) / 1000,
+    sumMs: roundTo(after.sumMs - before.sumMs, 3),
     buckets: after.buckets.map((bucket, index) => ({ leMs: bucket.leMs, count: bucket.count - (before.buckets[index]?.count ?? 0) })),
   }
 }

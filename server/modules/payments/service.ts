@@ -20,7 +20,7 @@ import { FAILURE_CODES, type AuthorizePaymentInput, type CapturePaymentInput, ty
 import * as repo from './repo.ts'
 import { isoOf } from '../../lib/time.ts'
 import { StandingQueue } from '../../lib/standing-queue.ts'
-import { LatencyHistogram, type HistogramSnapshot } from '../../lib/histogram.ts'
+import { LatencyHistogram, roundTo, type HistogramSnapshot } from '../../lib/histogram.ts'
 import { SlowLog, type SlowLogCodec } from '../../lib/slow-log.ts'
 import { assert } from '../../lib/assert.ts'
 import { Deadlines, type Deadline } from '../../lib/deadlines.ts'
@@ -415,8 +415,8 @@ export function paymentsStats(runtime: Runtime): {
   const shedder = runtime.shedder
   return {
     answerLatencyMs: state.answerLatency.snapshot(),
-    declineRecords: { waiting: state.declines.backlog, oldestWaitMs: Math.round(state.declines.oldestWaitMs() * 100) / 100, refused: state.refusedUnrecordable },
-    shedding: { enabled: shedder !== undefined, share: Math.round((shedder?.currentShare ?? 0) * 100) / 100, shed: shedder?.shed ?? 0, shedOverdue: shedder?.shedOverdue ?? 0, stalls: shedder?.stalls ?? 0 },
+    declineRecords: { waiting: state.declines.backlog, oldestWaitMs: roundTo(state.declines.oldestWaitMs(), 2), refused: state.refusedUnrecordable },
+    shedding: { enabled: shedder !== undefined, share: roundTo(shedder?.currentShare ?? 0, 2), shed: shedder?.shed ?? 0, shedOverdue: shedder?.shedOverdue ?? 0, stalls: shedder?.stalls ?? 0 },
   }
 }
 
@@ -471,7 +471,7 @@ const SLOW_AUTHORIZATION_CODEC: SlowLogCodec<SlowAuthorization> = {
 
 function slowEntry(trace: AuthorizationTrace, answer: AuthorizeAnswer, receivedAt: number, answeredAt: number): SlowAuthorization {
   const batch = trace.batch
-  const round = (ms: number) => Math.round(ms * 1000) / 1000
+  const round = (ms: number) => roundTo(ms, 3)
   return {
     paymentId: answer.kind === 'replay' ? null : trace.paymentId,
     state: answer.kind === 'replay' ? 'replayed' : trace.failureCode === null ? 'authorized' : 'declined',
