@@ -342,7 +342,7 @@ export function cpuSnapshot(serverPid: number): CpuSnapshot {
   // user nice system idle iowait irq softirq steal (guest and guest_nice are already inside user and nice).
   const cpu = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.split(/\s+/).slice(1, 9).map(Number)
   const idle = (cpu[3] ?? 0) + (cpu[4] ?? 0)
-  const all = cpu.reduce((sum, value) => sum + value, 0)
+  const all = sumOf(cpu)
   const usage = process.cpuUsage()
   const server = processStat(serverPid)
   return {
