@@ -81,6 +81,13 @@ export interface Config {
   slowAuthorizationsKept: number
   /** Largest number of connections the postgres.js pool opens. */
   databasePoolMax: number
+  /**
+   * Authorizations a Postgres server makes, one at a time, on a throwaway database of its own before
+   * it listens (`WARM_UP_AUTHORIZATIONS`, default 8,000 on Postgres, about 6 s; 0 turns it off; the
+   * embedded database has none), so that its first partners' requests do not meet a cold process
+   * (`server/platform/warm-up.ts`). Off in tests unless a test turns it on.
+   */
+  warmUpAuthorizations: number
   logRequests: boolean
   /** Blocked withdrawal destinations (`SCREENING_BLOCKLIST`, comma-separated), in canonical form. */
   screeningBlocklist: string[]
@@ -99,6 +106,9 @@ export const SANDBOX_DEPOSIT_KEY_SEED_HEX = '6b617373612073616e64626f78206465706
 
 /** The delivery process's niceness unless `WEBHOOK_DELIVERY_NICE` says otherwise: the lowest priority. */
 export const DELIVERY_PROCESS_NICE_DEFAULT = 19
+
+/** Authorizations of a Postgres server's warm-up unless `WARM_UP_AUTHORIZATIONS` says otherwise. */
+export const WARM_UP_AUTHORIZATIONS_DEFAULT = 8000
 
 /** How many slow authorizations the log keeps unless `SLOW_AUTHORIZATIONS_KEPT` says otherwise. */
 export const SLOW_AUTHORIZATIONS_KEPT_DEFAULT = 4096
@@ -272,9 +282,13 @@ export function loadConfig(env: Environment = process.env): Config {
     slowAuthorizationMs: readInteger(env, 'SLOW_AUTHORIZATION_MS', 3, 0, 500),
     slowAuthorizationsKept: readInteger(env, 'SLOW_AUTHORIZATIONS_KEPT', SLOW_AUTHORIZATIONS_KEPT_DEFAULT, 1, 1_000_000),
     databasePoolMax: readInteger(env, 'DATABASE_POOL_MAX', 10, 1, 200),
+    warmUpAuthorizations: readInteger(env, 'WARM_UP_AUTHORIZATIONS', databaseUrl ? WARM_UP_AUTHORIZATIONS_DEFAULT : 0, 0, 100_000),
     logRequests: readBoolean(env, 'LOG_REQUESTS', false),
     screeningBlocklist: readBlocklist(env),
     depositKeySeedHex: readDepositKeySeed(env),
+  }
+  if (config.warmUpAuthorizations > 0 && databaseUrl === undefined) {
+    throw new ConfigError('WARM_UP_AUTHORIZATIONS needs DATABASE_URL (the warm-up runs on a throwaway Postgres database; the embedded database has none)')
   }
   assertProductionSafe(config)
   return config
@@ -330,6 +344,7 @@ export function configForTests(overrides: Partial<Config> = {}): Config {
     slowAuthorizationMs: 3,
     slowAuthorizationsKept: SLOW_AUTHORIZATIONS_KEPT_DEFAULT,
     databasePoolMax: 10,
+    warmUpAuthorizations: 0,
     logRequests: false,
     screeningBlocklist: [],
     depositKeySeedHex: SANDBOX_DEPOSIT_KEY_SEED_HEX,

@@ -7,9 +7,14 @@ import { DataFolderInUse } from '../db/folder-lock.ts'
 // Before anything loads the postgres.js driver: it must be loaded with its crash guard.
 installPostgresDriverPatch()
 const { createApp } = await import('./app.ts')
+const { warmUp, warmUpSummary } = await import('./platform/warm-up.ts')
 
 async function main(): Promise<void> {
   const config = loadConfigOrExit('kassa')
+  // Before the server's own instance opens: the warm-up's instance is closed and its database
+  // dropped before this one loads a balance, and a refused warm-up changes nothing of the start.
+  const warm = config.warmUpAuthorizations > 0 ? await warmUp(config, createApp) : undefined
+  console.log(`kassa: warm-up: ${warmUpSummary(config, warm)}`)
   let kassa
   try {
     kassa = await createApp(config)

@@ -45,6 +45,7 @@ async function startInstance(databaseUrl: string, name: string): Promise<Instanc
       HOST: '127.0.0.1',
       DATABASE_URL: databaseUrl,
       RATE_LIMIT_STORE: 'postgres',
+      WARM_UP_AUTHORIZATIONS: '0',
       OPERATOR_TOKEN,
       SERVICE_ENV: 'sandbox',
       DATA_DIR: join(dataDir!, name),

@@ -1,0 +1,180 @@
+import { afterAll, describe, expect, test } from 'bun:test'
+import postgres from 'postgres'
+import { socketOf } from '../../db/client.ts'
+import { createApp } from '../../server/app.ts'
+import { ConfigError, configForTests, loadConfig, WARM_UP_AUTHORIZATIONS_DEFAULT } from '../../server/config.ts'
+import { warmUp, warmUpDatabaseCreatedMs, warmUpSummary, withDatabaseName, WARM_UP_DATABASE_PREFIX } from '../../server/platform/warm-up.ts'
+import { createTestDatabase, onPostgres, serverUrl, type TestDatabase } from '../support/db.ts'
+import { jsonClient, startServerProcess, type ServerProcess } from '../support/server-process.ts'
+
+const OPERATOR_TOKEN = 'warm-up-operator-token-0123456789abcdef012345'
+const HOUR_MS = 60 * 60 * 1000
+
+const databases: TestDatabase[] = []
+const servers: ServerProcess[] = []
+
+afterAll(async () => {
+  for (const server of servers) await server.stop()
+  for (const database of databases) await database.drop()
+})
+
+function admin(url = serverUrl!) {
+  const { url: plain, host } = socketOf(url)
+  return postgres(plain, { ...(host === undefined ? {} : { host }), max: 1, onnotice: () => {} })
+}
+
+async function warmUpDatabases(): Promise<string[]> {
+  const sql = admin()
+  try {
+    const rows = await sql<{ datname: string }[]>`select datname from pg_database where datname like ${`${WARM_UP_DATABASE_PREFIX}%`} order by datname`
+    return rows.map((row) => row.datname)
+  } finally {
+    await sql.end()
+  }
+}
+
+async function publicTables(databaseUrl: string): Promise<number> {
+  const sql = admin(databaseUrl)
+  try {
+    const [row] = await sql<{ count: number }[]>`select count(*)::int as count from information_schema.tables where table_schema = 'public'`
+    return row!.count
+  } finally {
+    await sql.end()
+  }
+}
+
+async function newDatabase(): Promise<TestDatabase> {
+  const database = await createTestDatabase()
+  databases.push(database)
+  return database
+}
+
+describe('the warm-up setting', () => {
+  test(`defaults to ${WARM_UP_AUTHORIZATIONS_DEFAULT} on Postgres and none on the embedded database`, () => {
+    expect(loadConfig({ DATABASE_URL: 'postgres://postgres@127.0.0.1:5432/kassa' }).warmUpAuthorizations).toBe(WARM_UP_AUTHORIZATIONS_DEFAULT)
+    expect(loadConfig({ DATABASE_URL: 'postgres://postgres@127.0.0.1:5432/kassa', WARM_UP_AUTHORIZATIONS: '0' }).warmUpAuthorizations).toBe(0)
+    expect(loadConfig({}).warmUpAuthorizations).toBe(0)
+    expect(loadConfig({ WARM_UP_AUTHORIZATIONS: '0' }).warmUpAuthorizations).toBe(0)
+  })
+
+  test('a warm-up asked of the embedded database, or a count that is not one, stops the start naming the variable', () => {
+    for (const env of [{ WARM_UP_AUTHORIZATIONS: '100' }, { DATABASE_URL: 'postgres://postgres@127.0.0.1/kassa', WARM_UP_AUTHORIZATIONS: 'many' }, { DATABASE_URL: 'postgres://postgres@127.0.0.1/kassa', WARM_UP_AUTHORIZATIONS: '100001' }]) {
+      let error: unknown
+      try {
+        loadConfig(env)
+      } catch (thrown) {
+        error = thrown
+      }
+      expect(error).toBeInstanceOf(ConfigError)
+      expect((error as Error).message).toContain('WARM_UP_AUTHORIZATIONS')
+    }
+  })
+
+  test('what the server prints of it', () => {
+    expect(warmUpSummary(configForTests(), undefined)).toBe('none (the embedded database)')
+    expect(warmUpSummary(configForTests({ databaseUrl: 'postgres://postgres@127.0.0.1/kassa' }), undefined)).toBe('off (WARM_UP_AUTHORIZATIONS=0)')
+    const config = configForTests({ databaseUrl: 'postgres://postgres@127.0.0.1/kassa' })
+    expect(warmUpSummary(config, { authorizations: 8000, approved: 8000, elapsedMs: 5712, leftoversDropped: [] })).toBe(
+      '8,000 authorizations one at a time (8,000 approved) on a throwaway database, 5.7 s',
+    )
+    expect(warmUpSummary(config, { authorizations: 0, approved: 0, elapsedMs: 3, leftoversDropped: ['kassa_warmup_a_b'], skipped: 'could not create a throwaway database (permission denied)' })).toBe(
+      'skipped: could not create a throwaway database (permission denied); dropped 1 left behind by an earlier start',
+    )
+  })
+
+  test('warm-up databases are named with the time they were made, and only such names are read as theirs', () => {
+    const now = 1_795_000_000_000
+    expect(warmUpDatabaseCreatedMs(`kassa_warmup_${now.toString(36)}_0a1b2c3d`)).toBe(now)
+    expect(warmUpDatabaseCreatedMs('kassa_warmup_')).toBeUndefined()
+    expect(warmUpDatabaseCreatedMs('kassa_warmup_notes')).toBeUndefined()
+    expect(warmUpDatabaseCreatedMs(`kassa_warmup_${now.toString(36)}_X`)).toBeUndefined()
+    expect(warmUpDatabaseCreatedMs('kassa_test_abc_def')).toBeUndefined()
+    expect(withDatabaseName('postgres://postgres@localhost/kassa?host=/var/run/postgresql', 'other')).toBe('postgres://postgres@localhost/other?host=/var/run/postgresql')
+  })
+})
+
+describe('the warm-up on Postgres (needs DATABASE_URL)', () => {
+  test.skipIf(!onPostgres)('approves its authorizations on a throwaway database, drops it, and leaves the server\'s database untouched', async () => {
+    const database = await newDatabase()
+    const before = await warmUpDatabases()
+    const result = await warmUp(configForTests({ databaseUrl: database.databaseUrl }), createApp, 300)
+    expect(result.skipped).toBeUndefined()
+    expect(result.authorizations).toBe(300)
+    expect(result.approved).toBe(300)
+    expect(result.elapsedMs).toBeGreaterThan(0)
+    expect(await warmUpDatabases()).toEqual(before)
+    // Not migrated, not written: the server's own database has no table at all.
+    expect(await publicTables(database.databaseUrl!)).toBe(0)
+  })
+
+  test.skipIf(!onPostgres)('drops what a killed start left behind once it is an hour old, and leaves a younger one (another server\'s, under way)', async () => {
+    const database = await newDatabase()
+    const now = Date.now()
+    const old = `${WARM_UP_DATABASE_PREFIX}${(now - 2 * HOUR_MS).toString(36)}_0ddba11`
+    const young = `${WARM_UP_DATABASE_PREFIX}${(now - 60_000).toString(36)}_5ca1ab1e`
+    const sql = admin()
+    try {
+      await sql.unsafe(`create database "${old}"`)
+      await sql.unsafe(`create database "${young}"`)
+      const result = await warmUp(configForTests({ databaseUrl: database.databaseUrl }), createApp, 1, now)
+      expect(result.skipped).toBeUndefined()
+      expect(result.leftoversDropped).toEqual([old])
+      const left = await warmUpDatabases()
+      expect(left).toContain(young)
+      expect(left).not.toContain(old)
+    } finally {
+      await sql.unsafe(`drop database if exists "${old}" with (force)`)
+      await sql.unsafe(`drop database if exists "${young}" with (force)`)
+      await sql.end()
+    }
+  })
+
+  test.skipIf(!onPostgres)('without the privilege to create a database it is skipped, saying why, and nothing is created', async () => {
+    const database = await newDatabase()
+    const role = `kassa_warmup_role_${Date.now().toString(36)}`
+    const sql = admin()
+    try {
+      await sql.unsafe(`create role "${role}" login nocreatedb nosuperuser`)
+      const asRole = new URL(database.databaseUrl!)
+      asRole.username = role
+      const before = await warmUpDatabases()
+      const result = await warmUp(configForTests({ databaseUrl: asRole.toString() }), createApp, 10)
+      expect(result.authorizations).toBe(0)
+      expect(result.skipped).toContain('could not create a throwaway database')
+      expect(result.skipped).toContain('permission denied')
+      expect(await warmUpDatabases()).toEqual(before)
+    } finally {
+      await sql.unsafe(`drop role if exists "${role}"`)
+      await sql.end()
+    }
+  })
+
+  test.skipIf(!onPostgres)('the real server warms up before it listens, says so, and serves partners from a database without a trace of it', async () => {
+    const database = await newDatabase()
+    const before = await warmUpDatabases()
+    const server = await startServerProcess({ DATABASE_URL: database.databaseUrl!, OPERATOR_TOKEN, SERVICE_ENV: 'sandbox', WARM_UP_AUTHORIZATIONS: '200' })
+    servers.push(server)
+    const output = server.output()
+    expect(output).toContain('kassa: warm-up: 200 authorizations one at a time (200 approved) on a throwaway database')
+    // The warm-up's line comes before the server listens.
+    expect(output.indexOf('kassa: warm-up:')).toBeLessThan(output.indexOf('listening on'))
+    expect(await warmUpDatabases()).toEqual(before)
+
+    const ops = jsonClient(() => server.baseUrl, OPERATOR_TOKEN)
+    const orgs = await ops('GET', '/ops/v1/orgs')
+    expect(orgs.status).toBe(200)
+    expect(orgs.body.orgs).toEqual([])
+    const org = await ops('POST', '/ops/v1/orgs', { name: 'After the warm-up' })
+    expect(org.status).toBe(201)
+    const partner = jsonClient(() => server.baseUrl, org.body.keys.find((key: { type: string }) => key.type === 'test').key)
+    const account = await partner('POST', '/v1/accounts', { externalId: 'first-customer' })
+    expect(account.status).toBe(201)
+    expect((await partner('POST', `/v1/sandbox/accounts/${account.body.id}/fund`, { asset: 'USDC', amount: '100' })).status).toBe(201)
+    const payment = await partner('POST', '/v1/payments/authorize', { accountId: account.body.id, asset: 'USDC', amount: '12.50' })
+    expect(payment.status).toBe(201)
+    expect(payment.body.state).toBe('authorized')
+    const events = await partner('GET', '/v1/events')
+    expect(events.status).toBe(200)
+    expect(events.body.events.map((event: { type: string }) => event.type).sort()).toEqual(['account.created', 'account.funded', 'payment.authorized'].sort())
+  })
+})
