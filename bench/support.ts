@@ -133,6 +133,10 @@ export async function startListening(command: string[], env: Record<string, stri
     if (match) {
       reader.releaseLock()
       void child.stdout.pipeTo(new WritableStream())
+      // What warmed the server before it listened (`WARM_UP_AUTHORIZATIONS`): a fresh server's first
+      // seconds depend on it, so each run says which it had.
+      const warmUp = /kassa: warm-up: (.*)/.exec(output)
+      if (warmUp) console.error(`server warm-up: ${warmUp[1]}`)
       return {
         base: match[1]!,
         process: child,
