@@ -13,8 +13,19 @@ async function main(): Promise<void> {
   const config = loadConfigOrExit('kassa')
   // Before the server's own instance opens: the warm-up's instance is closed and its database
   // dropped before this one loads a balance, and a refused warm-up changes nothing of the start.
-  const warm = config.warmUpAuthorizations > 0 ? await warmUp(config, createApp) : undefined
+  // A stop asked for meanwhile ends it, drops its database, and ends the start.
+  const stopWarmUp = new AbortController()
+  const onSignalWhileWarming = (signal: NodeJS.Signals) => stopWarmUp.abort(signal)
+  process.once('SIGINT', onSignalWhileWarming)
+  process.once('SIGTERM', onSignalWhileWarming)
+  const warm = config.warmUpAuthorizations > 0 ? await warmUp(config, createApp, { signal: stopWarmUp.signal }) : undefined
+  process.off('SIGINT', onSignalWhileWarming)
+  process.off('SIGTERM', onSignalWhileWarming)
   console.log(`kassa: warm-up: ${warmUpSummary(config, warm)}`)
+  if (stopWarmUp.signal.aborted) {
+    console.log(`kassa: ${String(stopWarmUp.signal.reason)} while warming up, not started`)
+    process.exit(0)
+  }
   let kassa
   try {
     kassa = await createApp(config)

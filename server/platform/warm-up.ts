@@ -36,6 +36,18 @@ const LEFTOVER_AGE_MS = 60 * 60 * 1000
 /** Accounts the authorizations go round, as partners' traffic spreads over accounts. */
 const WARM_UP_ACCOUNTS = 32
 
+export interface WarmUpOptions {
+  /** Authorizations to make (default: the config's). */
+  count?: number
+  /** The time leftovers are judged against and the new database is named with (default: now). */
+  nowMs?: number
+  /**
+   * Ends the warm-up early (a stop asked for while the server starts): the authorizations stop, the
+   * instance is closed and the database dropped, and the result says so.
+   */
+  signal?: AbortSignal
+}
+
 export interface WarmUpResult {
   /** Authorizations made (approved or not); 0 when skipped. */
   authorizations: number
@@ -75,7 +87,8 @@ export function warmUpDatabaseCreatedMs(name: string): number | undefined {
  * Runs the warm-up for a server about to start on `config.databaseUrl`. Never throws for what the
  * database refuses: the result says why it was skipped.
  */
-export async function warmUp(config: Config, createApp: typeof CreateApp, count = config.warmUpAuthorizations, nowMs = Date.now()): Promise<WarmUpResult> {
+export async function warmUp(config: Config, createApp: typeof CreateApp, options: WarmUpOptions = {}): Promise<WarmUpResult> {
+  const { count = config.warmUpAuthorizations, nowMs = Date.now(), signal } = options
   if (config.databaseUrl === undefined) throw new Error('warm-up needs a Postgres server (DATABASE_URL)')
   const started = performance.now()
   const result: WarmUpResult = { authorizations: 0, approved: 0, elapsedMs: 0, leftoversDropped: [] }
@@ -93,10 +106,11 @@ export async function warmUp(config: Config, createApp: typeof CreateApp, count 
       return result
     }
     try {
-      await authorizeOnThrowaway(config, createApp, withDatabaseName(config.databaseUrl, name), count, result)
+      await authorizeOnThrowaway(config, createApp, withDatabaseName(config.databaseUrl, name), count, result, signal)
     } catch (error) {
       result.skipped = `the throwaway instance failed after ${result.authorizations} authorizations (${(error as Error).message})`
     }
+    if (signal?.aborted && result.skipped === undefined) result.skipped = `stopped after ${result.authorizations} authorizations (${String(signal.reason ?? 'aborted')})`
     return result
   } finally {
     if (name !== undefined) await admin.unsafe(`drop database if exists "${name}" with (force)`).catch(() => {})
@@ -121,7 +135,14 @@ async function dropLeftovers(admin: postgres.Sql, nowMs: number): Promise<string
   return dropped
 }
 
-async function authorizeOnThrowaway(config: Config, createApp: typeof CreateApp, databaseUrl: string, count: number, result: WarmUpResult): Promise<void> {
+async function authorizeOnThrowaway(
+  config: Config,
+  createApp: typeof CreateApp,
+  databaseUrl: string,
+  count: number,
+  result: WarmUpResult,
+  signal: AbortSignal | undefined,
+): Promise<void> {
   const operatorToken = `op_${randomToken(32)}`
   const kassa = await createApp({
     ...config,
@@ -160,7 +181,7 @@ async function authorizeOnThrowaway(config: Config, createApp: typeof CreateApp,
       accounts.push(account.id)
     }
     const deadline = performance.now() + WARM_UP_TIME_LIMIT_MS
-    for (let i = 0; i < count && performance.now() < deadline; i++) {
+    for (let i = 0; i < count && performance.now() < deadline && signal?.aborted !== true; i++) {
       const answer = await call('POST', '/v1/payments/authorize', key, {
         accountId: accounts[i % accounts.length],
         asset: 'USDC',

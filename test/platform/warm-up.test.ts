@@ -5,7 +5,7 @@ import { createApp } from '../../server/app.ts'
 import { ConfigError, configForTests, loadConfig, WARM_UP_AUTHORIZATIONS_DEFAULT } from '../../server/config.ts'
 import { warmUp, warmUpDatabaseCreatedMs, warmUpSummary, withDatabaseName, WARM_UP_DATABASE_PREFIX } from '../../server/platform/warm-up.ts'
 import { createTestDatabase, onPostgres, serverUrl, type TestDatabase } from '../support/db.ts'
-import { jsonClient, startServerProcess, type ServerProcess } from '../support/server-process.ts'
+import { jsonClient, spawnServerProcess, startServerProcess, type ServerProcess } from '../support/server-process.ts'
 
 const OPERATOR_TOKEN = 'warm-up-operator-token-0123456789abcdef012345'
 const HOUR_MS = 60 * 60 * 1000
@@ -97,7 +97,7 @@ describe('the warm-up on Postgres (needs DATABASE_URL)', () => {
   test.skipIf(!onPostgres)('approves its authorizations on a throwaway database, drops it, and leaves the server\'s database untouched', async () => {
     const database = await newDatabase()
     const before = await warmUpDatabases()
-    const result = await warmUp(configForTests({ databaseUrl: database.databaseUrl }), createApp, 300)
+    const result = await warmUp(configForTests({ databaseUrl: database.databaseUrl }), createApp, { count: 300 })
     expect(result.skipped).toBeUndefined()
     expect(result.authorizations).toBe(300)
     expect(result.approved).toBe(300)
@@ -116,7 +116,7 @@ describe('the warm-up on Postgres (needs DATABASE_URL)', () => {
     try {
       await sql.unsafe(`create database "${old}"`)
       await sql.unsafe(`create database "${young}"`)
-      const result = await warmUp(configForTests({ databaseUrl: database.databaseUrl }), createApp, 1, now)
+      const result = await warmUp(configForTests({ databaseUrl: database.databaseUrl }), createApp, { count: 1, nowMs: now })
       expect(result.skipped).toBeUndefined()
       expect(result.leftoversDropped).toEqual([old])
       const left = await warmUpDatabases()
@@ -138,7 +138,7 @@ describe('the warm-up on Postgres (needs DATABASE_URL)', () => {
       const asRole = new URL(database.databaseUrl!)
       asRole.username = role
       const before = await warmUpDatabases()
-      const result = await warmUp(configForTests({ databaseUrl: asRole.toString() }), createApp, 10)
+      const result = await warmUp(configForTests({ databaseUrl: asRole.toString() }), createApp, { count: 10 })
       expect(result.authorizations).toBe(0)
       expect(result.skipped).toContain('could not create a throwaway database')
       expect(result.skipped).toContain('permission denied')
@@ -146,6 +146,40 @@ describe('the warm-up on Postgres (needs DATABASE_URL)', () => {
     } finally {
       await sql.unsafe(`drop role if exists "${role}"`)
       await sql.end()
+    }
+  })
+
+  test.skipIf(!onPostgres)('a stop asked for during it ends it early, closes its instance and drops its database', async () => {
+    const database = await newDatabase()
+    const before = await warmUpDatabases()
+    const stop = new AbortController()
+    const timer = setTimeout(() => stop.abort('a test stop'), 1_500)
+    const result = await warmUp(configForTests({ databaseUrl: database.databaseUrl }), createApp, { count: 100_000, signal: stop.signal })
+    clearTimeout(timer)
+    expect(result.authorizations).toBeLessThan(100_000)
+    expect(result.skipped).toBe(`stopped after ${result.authorizations} authorizations (a test stop)`)
+    expect(await warmUpDatabases()).toEqual(before)
+  })
+
+  test.skipIf(!onPostgres)('the real server stopped (SIGTERM) while it warms up exits cleanly without listening and leaves no database behind', async () => {
+    const database = await newDatabase()
+    const before = await warmUpDatabases()
+    const child = spawnServerProcess({ DATABASE_URL: database.databaseUrl!, OPERATOR_TOKEN, SERVICE_ENV: 'sandbox', WARM_UP_AUTHORIZATIONS: '100000' })
+    const output = Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text()]).then(([out, err]) => out + err)
+    try {
+      const deadline = Date.now() + 30_000
+      while ((await warmUpDatabases()).length === before.length && Date.now() < deadline && child.exitCode === null) await Bun.sleep(50)
+      expect((await warmUpDatabases()).length).toBe(before.length + 1)
+      child.kill('SIGTERM')
+      const code = await Promise.race([child.exited, Bun.sleep(20_000).then(() => 'still running')])
+      expect(code).toBe(0)
+      const printed = await output
+      expect(printed).toMatch(/kassa: warm-up: skipped: stopped after \d+ authorizations \(SIGTERM\)/)
+      expect(printed).toContain('kassa: SIGTERM while warming up, not started')
+      expect(printed).not.toContain('listening on')
+      expect(await warmUpDatabases()).toEqual(before)
+    } finally {
+      if (child.exitCode === null) child.kill(9)
     }
   })
 
