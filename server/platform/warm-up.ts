@@ -85,7 +85,7 @@ export function warmUpDatabaseCreatedMs(name: string): number | undefined {
 
 /**
  * Runs the warm-up for a server about to start on `config.databaseUrl`. Never throws for what the
- * database refuses: the result says why it was skipped.
+ * database refuses or a failure of the throwaway instance: the result says why it was skipped.
  */
 export async function warmUp(config: Config, createApp: typeof CreateApp, options: WarmUpOptions = {}): Promise<WarmUpResult> {
   const { count = config.warmUpAuthorizations, nowMs = Date.now(), signal } = options
@@ -96,7 +96,13 @@ export async function warmUp(config: Config, createApp: typeof CreateApp, option
   const admin = postgres(url, { ...(host === undefined ? {} : { host }), max: 1, onnotice: () => {}, connection: { application_name: 'kassa-warm-up' } })
   let name: string | undefined
   try {
-    result.leftoversDropped = await dropLeftovers(admin, nowMs)
+    try {
+      result.leftoversDropped = await dropLeftovers(admin, nowMs)
+    } catch (error) {
+      // The server's own start meets the same database next, and says what is wrong with it.
+      result.skipped = `could not reach the database (${(error as Error).message})`
+      return result
+    }
     name = `${WARM_UP_DATABASE_PREFIX}${nowMs.toString(36)}_${randomBytes(4).toString('hex')}`
     try {
       await admin.unsafe(`create database "${name}"`)

@@ -93,6 +93,15 @@ describe('the warm-up setting', () => {
   })
 })
 
+describe('the warm-up without a database to reach', () => {
+  test('is skipped, saying why, and the start goes on to meet the database itself', async () => {
+    // Port 1 on loopback: nothing listens there, the connection is refused at once.
+    const result = await warmUp(configForTests({ databaseUrl: 'postgres://postgres@127.0.0.1:1/kassa' }), createApp, { count: 10 })
+    expect(result.authorizations).toBe(0)
+    expect(result.skipped).toStartWith('could not reach the database (')
+  })
+})
+
 describe('the warm-up on Postgres (needs DATABASE_URL)', () => {
   test.skipIf(!onPostgres)('approves its authorizations on a throwaway database, drops it, and leaves the server\'s database untouched', async () => {
     const database = await newDatabase()
