@@ -59,6 +59,13 @@ export async function openDatabase(options: DatabaseOptions): Promise<DatabaseHa
 /** Longest wait between attempts to reconnect to Postgres. */
 const RECONNECT_BACKOFF_MAX_S = 0.25
 
+/** The same Postgres URL naming another database on the same server (its options kept). */
+export function withDatabaseName(url: string, name: string): string {
+  const parsed = new URL(url)
+  parsed.pathname = `/${name}`
+  return parsed.toString()
+}
+
 /**
  * libpq's convention for a Unix socket: `postgres://user@localhost/db?host=/var/run/postgresql`.
  * postgres.js reads the socket folder from its `host` option, not from the URL, so it is taken out

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto'
 import postgres from 'postgres'
 import type { createApp as CreateApp } from '../app.ts'
 import type { Config } from '../config.ts'
-import { socketOf } from '../../db/client.ts'
+import { socketOf, withDatabaseName } from '../../db/client.ts'
 import { randomToken } from '../lib/hash.ts'
 
 /**
@@ -67,12 +67,6 @@ export function warmUpSummary(config: Config, result: WarmUpResult | undefined):
   const leftovers = result.leftoversDropped.length > 0 ? `; dropped ${result.leftoversDropped.length} left behind by an earlier start` : ''
   if (result.skipped !== undefined) return `skipped: ${result.skipped}${leftovers}`
   return `${result.authorizations.toLocaleString('en-US')} authorizations one at a time (${result.approved.toLocaleString('en-US')} approved) on a throwaway database, ${(result.elapsedMs / 1000).toFixed(1)} s${leftovers}`
-}
-
-export function withDatabaseName(url: string, name: string): string {
-  const parsed = new URL(url)
-  parsed.pathname = `/${name}`
-  return parsed.toString()
 }
 
 /** When a warm-up database was created, from its name; undefined for a name not of that form. */

@@ -1,9 +1,9 @@
 import { afterAll, describe, expect, test } from 'bun:test'
 import postgres from 'postgres'
-import { socketOf } from '../../db/client.ts'
+import { socketOf, withDatabaseName } from '../../db/client.ts'
 import { createApp } from '../../server/app.ts'
 import { ConfigError, configForTests, loadConfig, WARM_UP_AUTHORIZATIONS_DEFAULT } from '../../server/config.ts'
-import { warmUp, warmUpDatabaseCreatedMs, warmUpSummary, withDatabaseName, WARM_UP_DATABASE_PREFIX } from '../../server/platform/warm-up.ts'
+import { warmUp, warmUpDatabaseCreatedMs, warmUpSummary, WARM_UP_DATABASE_PREFIX } from '../../server/platform/warm-up.ts'
 import { createTestDatabase, onPostgres, serverUrl, type TestDatabase } from '../support/db.ts'
 import { jsonClient, spawnServerProcess, startServerProcess, type ServerProcess } from '../support/server-process.ts'
 

@@ -1,5 +1,5 @@
 import postgres from 'postgres'
-import { EMBEDDED_IN_MEMORY, openDatabase, type DatabaseHandle } from '../../db/client.ts'
+import { EMBEDDED_IN_MEMORY, openDatabase, withDatabaseName, type DatabaseHandle } from '../../db/client.ts'
 
 /** The Postgres server tests use when `DATABASE_URL` is set; otherwise they run on embedded PGlite. */
 export const serverUrl = process.env.DATABASE_URL && process.env.DATABASE_URL !== '' ? process.env.DATABASE_URL : undefined
@@ -11,12 +11,6 @@ export interface TestDatabase {
   /** An open handle; for PGlite it is the only way in, so the app must reuse it. */
   open(): Promise<DatabaseHandle>
   drop(): Promise<void>
-}
-
-function withDatabaseName(url: string, name: string): string {
-  const parsed = new URL(url)
-  parsed.pathname = `/${name}`
-  return parsed.toString()
 }
 
 /**
