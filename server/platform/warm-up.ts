@@ -12,7 +12,8 @@ import { randomToken } from '../lib/hash.ts'
  * and the database dropped before the server takes traffic.
  *
  * Why: a fresh process answered its first seconds of authorizations slower than the same process
- * once warm (at 1000/s, p99 about 5 ms against 3 to 4; README, "Which warmth"). The cause was the
+ * once warm (at 1000/s, p99 about 5 ms against 3 to 4; docs/benchmarks.md, the forty-ninth
+ * machine, and README, "The warm-up before listening"). The cause was the
  * process's own (not its Postgres or HTTP connections, nor the load generator), and what lowered
  * it was the path itself run as it will run: this server's settings, lone batches, a real Postgres
  * connection. Declines, reads, or the same path on PGlite or with the tests' settings did not.
@@ -27,7 +28,10 @@ import { randomToken } from '../lib/hash.ts'
 /** The names of warm-up databases: the prefix, the creation time (base 36 milliseconds), a random suffix. */
 export const WARM_UP_DATABASE_PREFIX = 'kassa_warmup_'
 
-/** A warm-up stops here whatever it has done, so that a slow database cannot hold a start for long. */
+/**
+ * The warm-up's authorizations stop after this, whatever their count, so that a slow database
+ * cannot hold a start for long (opening the throwaway instance and its accounts comes before it).
+ */
 export const WARM_UP_TIME_LIMIT_MS = 30_000
 
 /** Leftover warm-up databases younger than this are left alone: they may be another server's, under way. */
@@ -71,7 +75,8 @@ export function warmUpSummary(config: Config, result: WarmUpResult | undefined):
 
 /** When a warm-up database was created, from its name; undefined for a name not of that form. */
 export function warmUpDatabaseCreatedMs(name: string): number | undefined {
-  const match = /^kassa_warmup_([0-9a-z]{1,11})_[0-9a-z]+$/.exec(name)
+  if (!name.startsWith(WARM_UP_DATABASE_PREFIX)) return undefined
+  const match = /^([0-9a-z]{1,11})_[0-9a-z]+$/.exec(name.slice(WARM_UP_DATABASE_PREFIX.length))
   if (match === null) return undefined
   const ms = Number.parseInt(match[1]!, 36)
   return Number.isSafeInteger(ms) ? ms : undefined
