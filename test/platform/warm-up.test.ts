@@ -59,14 +59,8 @@ describe('the warm-up setting', () => {
 
   test('a warm-up asked of the embedded database, or a count that is not one, stops the start naming the variable', () => {
     for (const env of [{ WARM_UP_AUTHORIZATIONS: '100' }, { DATABASE_URL: 'postgres://postgres@127.0.0.1/kassa', WARM_UP_AUTHORIZATIONS: 'many' }, { DATABASE_URL: 'postgres://postgres@127.0.0.1/kassa', WARM_UP_AUTHORIZATIONS: '100001' }]) {
-      let error: unknown
-      try {
-        loadConfig(env)
-      } catch (thrown) {
-        error = thrown
-      }
-      expect(error).toBeInstanceOf(ConfigError)
-      expect((error as Error).message).toContain('WARM_UP_AUTHORIZATIONS')
+      expect(() => loadConfig(env)).toThrow(ConfigError)
+      expect(() => loadConfig(env)).toThrow('WARM_UP_AUTHORIZATIONS')
     }
   })
 
