@@ -6,6 +6,7 @@ import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 
 import { join } from 'node:path'
 import { availableParallelism } from 'node:os'
 import postgres from 'postgres'
+import { withDatabaseName } from '../db/client.ts'
 import type { Kassa } from '../server/app.ts'
 import type { LedgerOperation } from '../server/ledger/writer.ts'
 import { SERVER_PROCESS_ENV } from '../server/config.ts'
@@ -49,12 +50,11 @@ export async function createBenchDatabase(label: string): Promise<BenchDatabase>
   const admin = postgres(SERVER_URL, { max: 1, onnotice: () => {} })
   await admin.unsafe(`create database "${name}"${process.env.BENCH_DB_COLLATE ? ` template template0 lc_collate '${process.env.BENCH_DB_COLLATE}' lc_ctype '${process.env.BENCH_DB_COLLATE}'` : ""}`)
   await admin.end()
-  const url = new URL(SERVER_URL)
-  url.pathname = `/${name}`
+  const url = withDatabaseName(SERVER_URL, name)
   const socketFolder = benchSocketFolder()
   return {
-    url: url.toString(),
-    serverEnv: { DATABASE_URL: socketFolder ? `postgres://${url.username}@localhost:${SERVER_PORT}/${name}?host=${socketFolder}` : url.toString() },
+    url,
+    serverEnv: { DATABASE_URL: socketFolder ? `postgres://${new URL(SERVER_URL).username}@localhost:${SERVER_PORT}/${name}?host=${socketFolder}` : url },
     async drop() {
       const cleanup = postgres(SERVER_URL, { max: 1, onnotice: () => {} })
       await cleanup.unsafe(`drop database if exists "${name}" with (force)`)

@@ -9,6 +9,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import postgres from 'postgres'
+import { withDatabaseName } from '../db/client.ts'
 import { OPERATOR_TOKEN, percentile, startServer } from './support.ts'
 import { createWebhookLoad, nowMs, type WebhookLoad } from './webhook-receivers.ts'
 
@@ -49,10 +50,9 @@ async function run(endpoints: number): Promise<RunResult> {
   const name = `kassa_bench_webhooks_${endpoints}_${Date.now().toString(36)}`
   const admin = postgres(SERVER_URL, { max: 1, onnotice: () => {} })
   await admin.unsafe(`create database "${name}"`)
-  const url = new URL(SERVER_URL)
-  url.pathname = `/${name}`
+  const url = withDatabaseName(SERVER_URL, name)
   const load: WebhookLoad = createWebhookLoad(ENDPOINTS)
-  const { base, process: child } = await startServer({ DATABASE_URL: url.toString(), ...load.serverEnv })
+  const { base, process: child } = await startServer({ DATABASE_URL: url, ...load.serverEnv })
   try {
     const org = (await call(base, 'POST', '/ops/v1/orgs', OPERATOR_TOKEN, { name: 'Webhook bench' })).body
     const key = org.keys.find((entry: { type: string }) => entry.type === 'test').key as string
