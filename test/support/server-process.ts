@@ -28,7 +28,8 @@ export interface ServerProcess {
  * Spawns the real server (`bun server/main.ts`) with `env` on top of this process's environment, on
  * a free loopback port unless `env` names one, load shedding off unless `env` turns it on (see
  * `startServerProcess`) and no warm-up unless `env` asks for one (`WARM_UP_AUTHORIZATIONS`: its
- * 5 to 13 s at every start of every crash round would only lengthen the suite; it has its own tests);
+ * seconds at every start of every crash round, measured in `Config.warmUpAuthorizations`, would only
+ * lengthen the suite; it has its own tests);
  * its output piped, for the caller to read.
  */
 export function spawnServerProcess(env: Record<string, string>): Subprocess<'ignore', 'pipe', 'pipe'> {
