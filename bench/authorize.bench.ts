@@ -503,8 +503,8 @@ async function slowRecorded(base: string): Promise<number> {
 
 /**
  * The slow authorizations the server recorded after `after` that it still keeps, read a page at a
- * time: the log read whole held the server's thread for up to 633 ms (README, "Where a slow
- * authorization's time went").
+ * time: the log read whole held the server's thread for up to 633 ms (docs/authorization.md, "Where a
+ * slow authorization's time went").
  */
 async function slowSince(base: string, after: number): Promise<SlowAuthorization[]> {
   const entries: SlowAuthorization[] = []

@@ -12,7 +12,7 @@
  * call) has no standing queue of its own to shed. One stop is one late tick and never shed; stops
  * tick after tick would otherwise look like a thread past capacity. The ticks late while a stop's
  * backlog is read are busy, and count. The defaults favour the 500 ms budget over never
- * shedding at saturation; the rules compared to reach them are in the README ("Load shedding").
+ * shedding at saturation; the rules compared to reach them are in docs/authorization.md ("Load shedding").
  */
 export interface SheddingPolicy {
   /** A tick later than this counts as late. */
@@ -46,7 +46,7 @@ export interface SheddingPolicy {
  * capacity, each flood read in long turns of the loop before the share rose again, and answers
  * crossed 500 ms. A late tick raises it only while the lateness is not shrinking: falling this
  * slowly, a share raised through every late tick of a backlog being read down stayed too high
- * (README, "Load shedding").
+ * (docs/authorization.md, "Load shedding").
  */
 export const DEFAULT_SHEDDING: SheddingPolicy = { lateMs: 10, lateTicks: 2, stepUp: 0.25, stepDown: 0.01, busyShare: 0.5, overdueMs: 100 }
 
