@@ -318,6 +318,48 @@ describe('list', () => {
     await fx.call('POST', `/v1/payments/${mine.id}/void`)
   })
 
+  test('filters by state, alone and with an account, and pages within the filter', async () => {
+    const account = await fx.mint('list-by-state')
+    await fx.fund(account, '5')
+    const pay = (amount: string) => fx.call('POST', '/v1/payments/authorize', { accountId: account, asset: 'USDC', amount })
+    const voided = (await pay('1')).body
+    const captured = (await pay('1')).body
+    const declined = (await pay('50')).body
+    const open = (await pay('1')).body
+    expect(declined).toMatchObject({ state: 'declined', failureCode: 'insufficient_funds' })
+    await fx.call('POST', `/v1/payments/${voided.id}/void`)
+    await fx.call('POST', `/v1/payments/${captured.id}/capture`, {})
+
+    const ids = async (query: string) => (await fx.call('GET', `/v1/payments?${query}`)).body.payments.map((payment: { id: string }) => payment.id)
+    expect(await ids(`accountId=${account}&state=authorized`)).toEqual([open.id])
+    expect(await ids(`accountId=${account}&state=voided`)).toEqual([voided.id])
+    expect(await ids(`accountId=${account}&state=captured`)).toEqual([captured.id])
+    expect(await ids(`accountId=${account}&state=declined`)).toEqual([declined.id])
+    expect(await ids(`accountId=${account}&state=expired`)).toEqual([])
+
+    // Without the account: every payment of the organization in that state, in id order, paged.
+    const everyAuthorized = await ids('state=authorized&limit=200')
+    expect(everyAuthorized).toContain(open.id)
+    expect(everyAuthorized).not.toContain(voided.id)
+    expect([...everyAuthorized].sort()).toEqual(everyAuthorized)
+    const firstPage = await fx.call('GET', '/v1/payments?state=declined&limit=1')
+    expect(firstPage.body.payments.map((payment: { state: string }) => payment.state)).toEqual(['declined'])
+    const rest = await ids(`state=declined&limit=200&after=${firstPage.body.payments[0].id}`)
+    expect(rest.every((id: string) => id > firstPage.body.payments[0].id)).toBe(true)
+    expect([firstPage.body.payments[0].id, ...rest]).toContain(declined.id)
+    await fx.call('POST', `/v1/payments/${open.id}/void`)
+  })
+
+  test('refuses a state that is not a payment state, naming state, and changes nothing', async () => {
+    const before = await fx.balance(payer)
+    for (const state of ['pending', 'AUTHORIZED', '']) {
+      const response = await fx.call('GET', `/v1/payments?state=${state}`)
+      expect(response.status).toBe(400)
+      expect(response.body.error).toMatchObject({ code: 'invalid_request', field: 'state' })
+    }
+    expect(await fx.balance(payer)).toEqual(before)
+  })
+
   test('refuses a page size outside 1 to 200 naming limit', async () => {
     for (const limit of ['0', '201', 'abc']) {
       const response = await fx.call('GET', `/v1/payments?limit=${limit}`)

@@ -27,12 +27,16 @@ export const CapturePaymentBody = t.Object(
   { additionalProperties: false },
 )
 
+/** Every state a payment can be in: the payment's field, and the list's filter. */
+const PaymentStateSchema = t.Union([t.Literal('authorized'), t.Literal('declined'), t.Literal('captured'), t.Literal('voided'), t.Literal('expired')], {
+  description: 'authorized → captured | voided | expired; declined is terminal from the start',
+})
+export type PaymentState = Static<typeof PaymentStateSchema>
+
 export const Payment = t.Object(
   {
     id: t.String({ examples: ['pay_0192f0c1a2b37c4d8e9f0a1b2c3d4e5f'] }),
-    state: t.Union([t.Literal('authorized'), t.Literal('declined'), t.Literal('captured'), t.Literal('voided'), t.Literal('expired')], {
-      description: 'authorized → captured | voided | expired; declined is terminal from the start',
-    }),
+    state: PaymentStateSchema,
     failureCode: t.Union(
       [
         t.Literal('insufficient_funds'),
@@ -66,6 +70,7 @@ export const Payment = t.Object(
 export const ListPaymentsQuery = t.Object(
   {
     accountId: t.Optional(t.String({ maxLength: 64 })),
+    state: t.Optional(PaymentStateSchema),
     after: t.Optional(t.String({ maxLength: 64, description: 'A payment id: the page starts after it' })),
     limit: PageLimitQuery,
   },

@@ -2,6 +2,7 @@ import { and, asc, eq, gt, inArray, type SQL } from 'drizzle-orm'
 import { queryText, type Executor } from '../../../db/client.ts'
 import { events, payments } from '../../../db/schema/index.ts'
 import type { EventRow, PaymentRow } from '../../ledger/writer.ts'
+import type { PaymentState } from './model.ts'
 import { insertFromJson, jsonParameter, jsonStatement, upsertTail, type TextStatement } from '../../../db/bulk.ts'
 import { claimParts, NOT_LOST, recordId, type IdempotencyRow } from '../../platform/idempotency.ts'
 import { logFailure } from '../../lib/log.ts'
@@ -13,9 +14,10 @@ export async function findPayment(executor: Executor, orgId: string, id: string)
   return row
 }
 
-export async function listPayments(executor: Executor, orgId: string, filter: { accountId?: string; after?: string; limit: number }): Promise<PaymentRecord[]> {
+export async function listPayments(executor: Executor, orgId: string, filter: { accountId?: string; state?: PaymentState; after?: string; limit: number }): Promise<PaymentRecord[]> {
   const conditions: SQL[] = [eq(payments.orgId, orgId)]
   if (filter.accountId !== undefined) conditions.push(eq(payments.accountId, filter.accountId))
+  if (filter.state !== undefined) conditions.push(eq(payments.state, filter.state))
   if (filter.after !== undefined) conditions.push(gt(payments.id, filter.after))
   return executor.select().from(payments).where(and(...conditions)).orderBy(asc(payments.id)).limit(filter.limit)
 }

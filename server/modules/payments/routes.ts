@@ -145,7 +145,7 @@ export function paymentsRoutes(runtime: Runtime, access: AccessPlugin, records: 
       access: 'secret',
       query: ListPaymentsQuery,
       response: PaymentList,
-      detail: apiDoc('List payments', 'Payments', { description: `Declines included. Ordered by creation; pass the last id of a page as after for the next. ${STATES_DOC}` }),
+      detail: apiDoc('List payments', 'Payments', { description: `Declines included. Ordered by creation; pass the last id of a page as after for the next. Filter by accountId, by state (state=authorized lists the authorizations still holding funds, to capture or void before they lapse), or both. ${STATES_DOC}` }),
     })
     .get('/payments/:id', ({ params, principal }) => service.getPayment(runtime, principal.orgId, params.id), {
       access: 'secret',

@@ -16,7 +16,7 @@ import { holdRow, onHoldExpiry } from '../holds/service.ts'
 import type { HoldRecord } from '../holds/repo.ts'
 import { closingHooks, holdRowsToWrite, onOwnedHoldLookup, ownedHoldId, ownerOfHoldId, releasePostings, takePendingHold } from '../holds/state.ts'
 import { assertWithinLimits } from '../transfers/fees.ts'
-import { FAILURE_CODES, type AuthorizePaymentInput, type CapturePaymentInput, type FailureCode, type PaymentView } from './model.ts'
+import { FAILURE_CODES, type AuthorizePaymentInput, type CapturePaymentInput, type FailureCode, type PaymentState, type PaymentView } from './model.ts'
 import * as repo from './repo.ts'
 import { isoOf } from '../../lib/time.ts'
 import { StandingQueue } from '../../lib/standing-queue.ts'
@@ -940,9 +940,9 @@ export async function getPayment(runtime: Runtime, orgId: string, id: string): P
   return toPaymentView(row)
 }
 
-export async function listPayments(runtime: Runtime, orgId: string, query: { accountId?: string; after?: string; limit?: number }): Promise<{ payments: PaymentView[]; hasMore: boolean }> {
+export async function listPayments(runtime: Runtime, orgId: string, query: { accountId?: string; state?: PaymentState; after?: string; limit?: number }): Promise<{ payments: PaymentView[]; hasMore: boolean }> {
   const limit = pageLimit(query.limit)
-  const rows = await repo.listPayments(runtime.db, orgId, { accountId: query.accountId, after: query.after, limit: limit + 1 })
+  const rows = await repo.listPayments(runtime.db, orgId, { accountId: query.accountId, state: query.state, after: query.after, limit: limit + 1 })
   const page = onePage(rows, limit, toPaymentView)
   return { payments: page.items, hasMore: page.hasMore }
 }
