@@ -60,9 +60,10 @@ function fromValidationError(error: unknown, on: string): ApiError {
   const first = issues[0]
   const pointerField = fieldFromPointer(first?.path)
   const field = pointerField ?? (on === 'body' ? 'body' : on)
-  let message = first?.schema?.error ?? describeChoice(first, field) ?? first?.summary ?? first?.message ?? 'Invalid request'
+  const explained = first?.schema?.error ?? describeChoice(first, field)
+  let message = explained ?? first?.summary ?? first?.message ?? 'Invalid request'
   if (first?.message === 'Unexpected property') message = `Unknown field '${field}'`
-  else if (on === 'query' && pointerField) message = `Query parameter '${pointerField}': ${first?.message ?? 'invalid'}`
+  else if (on === 'query' && pointerField) message = `Query parameter '${pointerField}': ${explained ?? first?.message ?? 'invalid'}`
   return new ApiError('invalid_request', message, { field })
 }
 

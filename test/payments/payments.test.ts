@@ -356,6 +356,7 @@ describe('list', () => {
       const response = await fx.call('GET', `/v1/payments?state=${state}`)
       expect(response.status).toBe(400)
       expect(response.body.error).toMatchObject({ code: 'invalid_request', field: 'state' })
+      expect(response.body.error.message).toBe("Query parameter 'state': state must be one of: authorized, declined, captured, voided, expired")
     }
     expect(await fx.balance(payer)).toEqual(before)
   })
