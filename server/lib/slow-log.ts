@@ -70,9 +70,9 @@ export class SlowLog<Entry> {
    * At most `limit` kept entries, oldest first, each with its sequence number (the n-th entry given
    * is n): those after `after`, or, without it, the newest `limit`. Reading costs the calling thread
    * in proportion to the page, not to the log: a log of 131,072 read whole held the server's thread
-   * for 357 to 633 ms (docs/authorization.md, "Where a slow authorization's time went"). `missed` counts the
-   * entries after `after` that were overwritten before this read; `hasMore` says whether newer kept
-   * entries follow the page.
+   * for 357 to 633 ms (docs/authorization.md, "Where a slow authorization's time went").
+   * `missed` counts the entries after `after` that were overwritten before this read; `hasMore`
+   * says whether newer kept entries follow the page.
    */
   page(after: number | undefined, limit: number): { entries: Array<{ seq: number; entry: Entry }>; hasMore: boolean; missed: number } {
     const oldest = this.oldestKept

@@ -12,7 +12,8 @@
  * call) has no standing queue of its own to shed. One stop is one late tick and never shed; stops
  * tick after tick would otherwise look like a thread past capacity. The ticks late while a stop's
  * backlog is read are busy, and count. The defaults favour the 500 ms budget over never
- * shedding at saturation; the rules compared to reach them are in docs/authorization.md ("Load shedding").
+ * shedding at saturation; the rules compared to reach them are in docs/authorization.md ("Load
+ * shedding").
  */
 export interface SheddingPolicy {
   /** A tick later than this counts as late. */
