@@ -1,6 +1,6 @@
 import { Elysia } from 'elysia'
 import type { Config } from './config.ts'
-import { ledgerOpsRoutes } from './ledger/ops-routes.ts'
+import { ledgerOpsRoutes } from './modules/ledger-ops/routes.ts'
 import { accountsRoutes } from './modules/accounts/routes.ts'
 import { allowlistRoutes } from './modules/allowlist/routes.ts'
 import { startAllowlistActivation } from './modules/allowlist/service.ts'

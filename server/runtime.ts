@@ -9,18 +9,14 @@ import type { ChainAdapter } from './modules/chain/adapter.ts'
 import { AddressDeriver } from './modules/chain/derivation.ts'
 import { SandboxChain, UnconfiguredChain } from './modules/chain/simulator.ts'
 import { Clock } from './modules/clock/clock.ts'
-import { KeyCache } from './modules/orgs/key-cache.ts'
+import { KeyCache } from './platform/key-cache.ts'
 import { BlocklistRule, Screening, type ScreeningRule } from './modules/screening/screening.ts'
 import { loadKeyCache, refreshCachedKey, refreshCachedOrg } from './modules/orgs/repo.ts'
 import { LoadShedder } from './platform/load-shedder.ts'
 import { LoopLag } from './platform/loop-lag.ts'
 import { createRateLimiter, type RateLimiter } from './platform/rate-limit-store.ts'
-import type { DeliveryRuntime } from './modules/webhooks/worker.ts'
+import { CHANGE_CHANNEL, type ChangeNotice } from './platform/changes.ts'
 
-/** What instances tell each other after a change that lives in a cache. */
-export type ChangeNotice = { kind: 'key'; id: string } | { kind: 'org'; id: string } | { kind: 'clock'; id: string }
-
-export const CHANGE_CHANNEL = 'kassa_changes'
 
 /** Everything a request needs, built once per process and passed to each module explicitly. */
 export interface Runtime {
@@ -50,6 +46,13 @@ export interface Runtime {
   /** Background loops (expiry sweeps, purges) register their stop functions here. */
   stoppers: Array<() => Promise<void> | void>
 }
+
+/**
+ * What the webhook delivery worker needs of a process: its database, the organizations' clocks and
+ * the settings. A whole server's runtime is one; the delivery process (`server/delivery.ts`) builds
+ * only this.
+ */
+export type DeliveryRuntime = Pick<Runtime, 'config' | 'database' | 'db' | 'clock' | 'stoppers'>
 
 export interface RuntimeOptions {
   /** A database already opened by the caller (tests); otherwise opened from the config. */

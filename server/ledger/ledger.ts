@@ -3,39 +3,15 @@ import type { Database } from '../../db/client.ts'
 import { holds, ledgerBalances } from '../../db/schema/index.ts'
 import { AssertionError } from '../lib/assert.ts'
 import { ApiError } from '../lib/errors.ts'
-import type { AssetCode } from '../modules/assets/catalog.ts'
+import type { AssetCode } from '../lib/assets.ts'
 import { AccountDirectory } from './accounts.ts'
 import { assertZeroSum, deltasOf, HotBalances, type HotBalance } from './hot-balances.ts'
 import { assertReservationRecord } from './journal.ts'
-import { newPendingHold, PendingHolds } from './pending-holds.ts'
+import { newPendingHold, PendingHolds, type PendingHold } from './pending-holds.ts'
 import { DEFAULT_ASSET_POLICIES, type AssetPolicy } from './policy.ts'
 import { GroupCommitWriter, type LedgerOperation } from './writer.ts'
 
-/** A hold that is still pending, as memory knows it. `closing` is set while its capture, release or expiry commits. */
-export interface PendingHold {
-  id: string
-  orgId: string
-  accountId: string
-  asset: string
-  amountMinor: bigint
-  /**
-   * Times as epoch milliseconds, not `Date`s: a hold can stay pending for a day, and every object it
-   * keeps is one more for the garbage collector to trace (a number is stored in the hold itself).
-   */
-  expiresAtMs: number
-  createdAtMs: number
-  closing: boolean
-  /**
-   * The expiry sweep is closing it: while that commit is in flight, a capture or release is refused
-   * `hold_expired`, as it is once the hold's expiry has committed (not `hold_not_active`, the answer
-   * while a capture or release is closing it).
-   */
-  expiring?: boolean
-  /** The resource that owns this hold (a payment's id): only it may capture or release the hold. */
-  ownerId?: string
-  /** The owner's row is in Postgres (its commit landed, or it was loaded at start). */
-  ownerDurable?: boolean
-}
+export type { PendingHold }
 
 export interface LedgerOptions {
   groupCommit: boolean

@@ -1,7 +1,32 @@
 import { assert } from '../lib/assert.ts'
 import { hexWord } from '../lib/ids.ts'
 import { heapPop, heapPush } from '../lib/min-heap.ts'
-import type { PendingHold } from './ledger.ts'
+
+/** A hold that is still pending, as memory knows it. `closing` is set while its capture, release or expiry commits. */
+export interface PendingHold {
+  id: string
+  orgId: string
+  accountId: string
+  asset: string
+  amountMinor: bigint
+  /**
+   * Times as epoch milliseconds, not `Date`s: a hold can stay pending for a day, and every object it
+   * keeps is one more for the garbage collector to trace (a number is stored in the hold itself).
+   */
+  expiresAtMs: number
+  createdAtMs: number
+  closing: boolean
+  /**
+   * The expiry sweep is closing it: while that commit is in flight, a capture or release is refused
+   * `hold_expired`, as it is once the hold's expiry has committed (not `hold_not_active`, the answer
+   * while a capture or release is closing it).
+   */
+  expiring?: boolean
+  /** The resource that owns this hold (a payment's id): only it may capture or release the hold. */
+  ownerId?: string
+  /** The owner's row is in Postgres (its commit landed, or it was loaded at start). */
+  ownerDurable?: boolean
+}
 
 /** What a pending hold is made of (`newPendingHold`). */
 export type PendingHoldFields = Pick<PendingHold, 'id' | 'orgId' | 'accountId' | 'asset' | 'amountMinor' | 'expiresAtMs' | 'createdAtMs' | 'ownerId' | 'ownerDurable'>

@@ -1,4 +1,4 @@
-import type { AssetCode } from '../modules/assets/catalog.ts'
+import type { AssetCode } from '../lib/assets.ts'
 
 /**
  * Per-asset money rules, in minor units. One table so limits and fees are changed in one place

@@ -4,10 +4,8 @@ import { errorAnswer } from './errors.ts'
 import { requestSlot } from './request-slot.ts'
 import { timingSafeEqualStrings } from '../lib/hash.ts'
 import { pathnameOf } from '../lib/url.ts'
-import type { CachedKey, KeyType } from '../modules/orgs/key-cache.ts'
-import { ANONYMOUS_RATE_LIMIT, DEFAULT_KEY_RATE_LIMIT, PUBLISHABLE_KEY_RATE_LIMIT } from '../modules/orgs/service.ts'
-import type { Runtime } from '../runtime.ts'
-import type { RateDecision } from './rate-limit-store.ts'
+import { ANONYMOUS_RATE_LIMIT, DEFAULT_KEY_RATE_LIMIT, PUBLISHABLE_KEY_RATE_LIMIT, type CachedKey, type KeyCache, type KeyType } from './key-cache.ts'
+import type { RateDecision, RateLimiter } from './rate-limit-store.ts'
 
 /** Who is calling: an organization through one of its keys, or nobody (a public read). */
 export interface Principal {
@@ -42,6 +40,14 @@ export function presentedKey(request: Request): string | undefined {
   return undefined
 }
 
+/** What authentication reads: the key cache, the wall clock, the rate limiter and the operator token. */
+export interface AuthDependencies {
+  keys: KeyCache
+  clock: { wallNowMs(): number }
+  rateLimiter: RateLimiter
+  operatorToken: string
+}
+
 const FAILURE_MESSAGES = {
   unknown: 'Invalid API key',
   revoked: 'This API key has been revoked',
@@ -49,10 +55,10 @@ const FAILURE_MESSAGES = {
   wrong_environment: 'This API key belongs to the other environment',
 } as const
 
-function authenticate(runtime: Runtime, request: Request): CachedKey | undefined {
+function authenticate(auth: AuthDependencies, request: Request): CachedKey | undefined {
   const presented = presentedKey(request)
   if (presented === undefined) return undefined
-  const result = runtime.keys.lookup(presented, runtime.clock.wallNowMs())
+  const result = auth.keys.lookup(presented, auth.clock.wallNowMs())
   if (!result.ok) throw new ApiError('authentication_error', FAILURE_MESSAGES[result.reason])
   return result.key
 }
@@ -63,10 +69,10 @@ function authenticate(runtime: Runtime, request: Request): CachedKey | undefined
  * in front of the app that acts only on such requests and leaves every other to the app, which
  * refuses it as ever (401, 403).
  */
-export function secretKeyOf(runtime: Runtime, request: Request): CachedKey | undefined {
+export function secretKeyOf(auth: AuthDependencies, request: Request): CachedKey | undefined {
   let key: CachedKey | undefined
   try {
-    key = authenticate(runtime, request)
+    key = authenticate(auth, request)
   } catch (error) {
     if (error instanceof ApiError) return undefined
     throw error
@@ -74,10 +80,10 @@ export function secretKeyOf(runtime: Runtime, request: Request): CachedKey | und
   return key?.type === 'publishable' ? undefined : key
 }
 
-function limitFor(runtime: Runtime, key: CachedKey | undefined): number {
+function limitFor(auth: AuthDependencies, key: CachedKey | undefined): number {
   if (key === undefined) return ANONYMOUS_RATE_LIMIT
   if (key.type === 'publishable') return PUBLISHABLE_KEY_RATE_LIMIT
-  return runtime.keys.org(key.orgId)?.rateLimitPerMinute ?? DEFAULT_KEY_RATE_LIMIT
+  return auth.keys.org(key.orgId)?.rateLimitPerMinute ?? DEFAULT_KEY_RATE_LIMIT
 }
 
 /**
@@ -96,14 +102,14 @@ function sourceAddress(request: Request, server: { requestIP(request: Request): 
  * that authenticates (so guessing keys is held to the anonymous limit instead of being free).
  */
 export function countRequest(
-  runtime: Runtime,
+  auth: AuthDependencies,
   key: CachedKey | undefined,
   request: Request,
   server: { requestIP(request: Request): { address: string } | null } | null,
   path: string,
 ): Promise<RateDecision> {
   const bucket = key ? `key:${key.id}` : `ip:${sourceAddress(request, server)}`
-  return runtime.rateLimiter.hit(bucket, limitFor(runtime, key), runtime.clock.wallNowMs(), { waitMs: RATE_COUNTER_WAIT_MS[path] })
+  return auth.rateLimiter.hit(bucket, limitFor(auth, key), auth.clock.wallNowMs(), { waitMs: RATE_COUNTER_WAIT_MS[path] })
 }
 
 /**
@@ -128,19 +134,19 @@ export function rateLimited(decision: RateDecision, request: Request, set: { hea
  * without a key. (An authorization presenting a key that authenticates is answered in front of
  * the app, which counts it the same way: `server/modules/payments/front.ts`.)
  */
-export function apiKeyAuthPlugin(runtime: Runtime) {
+export function apiKeyAuthPlugin(auth: AuthDependencies) {
   return new Elysia({ name: 'kassa/api-key-auth' }).onRequest(async ({ request, set, server }) => {
     const path = pathnameOf(request.url)
     if (!path.startsWith('/v1/') && path !== '/v1') return
     let key: CachedKey | undefined
     let authenticationFailure: ApiError | undefined
     try {
-      key = authenticate(runtime, request)
+      key = authenticate(auth, request)
     } catch (error) {
       if (!(error instanceof ApiError)) throw error
       authenticationFailure = error
     }
-    const refused = rateLimited(await countRequest(runtime, key, request, server, path), request, set)
+    const refused = rateLimited(await countRequest(auth, key, request, server, path), request, set)
     if (refused !== undefined) return refused
     if (authenticationFailure) throw authenticationFailure
     if (key) principals.set(request, { orgId: key.orgId, keyId: key.id, keyType: key.type })
@@ -161,13 +167,13 @@ export function requireAccess(request: Request, access: Access): Principal | und
 }
 
 /** Operators authenticate with the operator token as a Bearer token; compared in constant time. */
-export function operatorAuthPlugin(runtime: Runtime) {
+export function operatorAuthPlugin(auth: AuthDependencies) {
   return new Elysia({ name: 'kassa/operator-auth' }).onRequest(({ request }) => {
     const path = pathnameOf(request.url)
     if (!path.startsWith('/ops/')) return
     const authorization = request.headers.get('authorization') ?? ''
     const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization)
-    if (!match || !timingSafeEqualStrings(match[1]!, runtime.operatorToken)) {
+    if (!match || !timingSafeEqualStrings(match[1]!, auth.operatorToken)) {
       throw new ApiError('authentication_error', 'Operator token required: send "Authorization: Bearer <OPERATOR_TOKEN>"')
     }
   })

@@ -1,7 +1,7 @@
 import { Elysia, t } from 'elysia'
 import type { AccessPlugin } from '../../platform/access.ts'
 import { apiDoc } from '../../platform/openapi.ts'
-import { ASSETS } from './catalog.ts'
+import { ASSETS } from '../../lib/assets.ts'
 
 const Asset = t.Object(
   {

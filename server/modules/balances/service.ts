@@ -4,7 +4,7 @@ import { ApiError } from '../../lib/errors.ts'
 import { newId } from '../../lib/ids.ts'
 import { formatAmount, parseAmount } from '../../lib/money.ts'
 import type { Runtime } from '../../runtime.ts'
-import { ASSETS, requireAsset, type AssetInfo } from '../assets/catalog.ts'
+import { ASSETS, requireAsset, type AssetInfo } from '../../lib/assets.ts'
 import type { BalanceView, FundInput, FundingView } from './model.ts'
 
 /** Sandbox funding is for testing flows, not for minting fortunes: one credit is at most this. */

@@ -1,9 +1,9 @@
 import { sha256 } from '@noble/hashes/sha2.js'
 import { createBase58check } from '@scure/base'
 import { ApiError } from '../../lib/errors.ts'
-import type { Network } from '../assets/catalog.ts'
+import type { Network } from '../../lib/assets.ts'
 
-export type { Network } from '../assets/catalog.ts'
+export type { Network } from '../../lib/assets.ts'
 
 export const NETWORKS: readonly Network[] = ['sui', 'tron']
 

@@ -2,7 +2,7 @@ import { sha256 } from '@noble/hashes/sha2.js'
 import { bytesToHex, utf8ToBytes } from '@noble/hashes/utils.js'
 import { base58 } from '@scure/base'
 import { ApiError } from '../../lib/errors.ts'
-import { ASSETS, type AssetInfo } from '../assets/catalog.ts'
+import { ASSETS, type AssetInfo } from '../../lib/assets.ts'
 import type { Network } from './addresses.ts'
 
 /**

@@ -1,7 +1,7 @@
 import { and, asc, eq, gt, inArray, isNull, sql } from 'drizzle-orm'
 import type { Database, Executor } from '../../../db/client.ts'
 import { apiKeys, organizations, withdrawalApprovalThresholds } from '../../../db/schema/index.ts'
-import type { CachedKey, CachedOrg, KeyCache } from './key-cache.ts'
+import type { CachedKey, CachedOrg, KeyCache } from '../../platform/key-cache.ts'
 
 export type OrganizationRow = typeof organizations.$inferSelect
 export type ApiKeyRow = typeof apiKeys.$inferSelect

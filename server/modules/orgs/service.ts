@@ -1,19 +1,17 @@
 import { notify, type Executor } from '../../../db/client.ts'
 import { ApiError, notFound } from '../../lib/errors.ts'
 import { formatAmount, parseAmount } from '../../lib/money.ts'
-import { ASSETS, requireAsset } from '../assets/catalog.ts'
+import { ASSETS, requireAsset } from '../../lib/assets.ts'
 import { randomToken, sha256Hex } from '../../lib/hash.ts'
 import { newId } from '../../lib/ids.ts'
 import { onePage, pageLimit } from '../../lib/pagination.ts'
-import { CHANGE_CHANNEL, type ChangeNotice, type Runtime } from '../../runtime.ts'
-import { KEY_PREFIXES, type KeyType } from './key-cache.ts'
+import { CHANGE_CHANNEL, type ChangeNotice } from '../../platform/changes.ts'
+import type { Runtime } from '../../runtime.ts'
+import { DEFAULT_KEY_RATE_LIMIT, KEY_PREFIXES, type KeyType } from '../../platform/key-cache.ts'
 import type { IssuedKeyView, KeySummaryView, OnboardingItem, OrganizationView, WithdrawalApprovalView } from './model.ts'
 import { ONBOARDING_ITEMS } from './model.ts'
 import * as repo from './repo.ts'
 
-export const DEFAULT_KEY_RATE_LIMIT = 1000
-export const PUBLISHABLE_KEY_RATE_LIMIT = 100
-export const ANONYMOUS_RATE_LIMIT = 30
 export const DEFAULT_ROTATION_OVERLAP_SECONDS = 24 * 3600
 /** Withdrawals above this amount (in the asset's whole units) wait for a second key unless an operator sets another threshold. */
 export const DEFAULT_WITHDRAWAL_APPROVAL_THRESHOLD = '10000'

@@ -4,7 +4,7 @@ import { ApiError, notFound } from '../../lib/errors.ts'
 import { newId } from '../../lib/ids.ts'
 import { formatAmount, parseAmount } from '../../lib/money.ts'
 import type { Runtime } from '../../runtime.ts'
-import { findAsset, requireAsset } from '../assets/catalog.ts'
+import { findAsset, requireAsset } from '../../lib/assets.ts'
 import type { CreateQuoteInput, QuoteView } from './model.ts'
 import * as repo from './repo.ts'
 

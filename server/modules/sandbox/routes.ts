@@ -4,7 +4,8 @@ import { ApiError } from '../../lib/errors.ts'
 import type { AccessPlugin } from '../../platform/access.ts'
 import type { Principal } from '../../platform/auth.ts'
 import { apiDoc } from '../../platform/openapi.ts'
-import { CHANGE_CHANNEL, type Runtime } from '../../runtime.ts'
+import { CHANGE_CHANNEL } from '../../platform/changes.ts'
+import type { Runtime } from '../../runtime.ts'
 
 /** Sandbox helpers answer only test keys; other keys get permission_denied. */
 export function requireTestKey(principal: Principal): void {

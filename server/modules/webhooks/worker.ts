@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs'
 import https from 'node:https'
 import { sql } from 'drizzle-orm'
 import { notify, queryPrepared, queryRows } from '../../../db/client.ts'
-import type { Runtime } from '../../runtime.ts'
+import type { DeliveryRuntime } from '../../runtime.ts'
 import { VISIBLE_EVENT } from '../events/repo.ts'
 import { DELIVERY_ATTEMPTS_MAX, DELIVERY_TIMEOUT_MS, RETRY_DELAYS_SECONDS } from './model.ts'
 import { sendWebhook, type AttemptResult } from './sender.ts'
@@ -27,11 +27,6 @@ export interface WorkerOptions {
   leaseSeconds: number
 }
 
-/**
- * What the worker needs of a process: its database, the organizations' clocks and the settings.
- * A whole server's runtime is one; the delivery process (`server/delivery.ts`) builds only this.
- */
-export type DeliveryRuntime = Pick<Runtime, 'config' | 'database' | 'db' | 'clock' | 'stoppers'>
 
 export const DEFAULT_WORKER_OPTIONS: WorkerOptions = {
   pollIntervalMs: 100,

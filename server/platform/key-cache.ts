@@ -1,7 +1,14 @@
-import type { ServiceEnvironment } from '../../config.ts'
-import { sha256Hex } from '../../lib/hash.ts'
+import type { ServiceEnvironment } from '../config.ts'
+import { sha256Hex } from '../lib/hash.ts'
 
 export type KeyType = 'secret' | 'publishable' | 'test'
+
+/** Requests a minute per key (secret and test keys, unless the organization's limit says otherwise). */
+export const DEFAULT_KEY_RATE_LIMIT = 1000
+/** Requests a minute per publishable key: it is shipped to browsers, so it gets less. */
+export const PUBLISHABLE_KEY_RATE_LIMIT = 100
+/** Requests a minute per source address without a key (or with a key that fails). */
+export const ANONYMOUS_RATE_LIMIT = 30
 
 export interface CachedKey {
   id: string

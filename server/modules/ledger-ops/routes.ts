@@ -1,11 +1,11 @@
 import { Elysia, t } from 'elysia'
-import { invalid } from '../lib/errors.ts'
-import { roundTo } from '../lib/histogram.ts'
-import { IdParams } from '../lib/params.ts'
-import { apiDoc } from '../platform/openapi.ts'
-import type { Runtime } from '../runtime.ts'
-import { verifyLedger } from './verify.ts'
-import { appendEvent } from '../modules/events/writer.ts'
+import { invalid } from '../../lib/errors.ts'
+import { roundTo } from '../../lib/histogram.ts'
+import { IdParams } from '../../lib/params.ts'
+import { apiDoc } from '../../platform/openapi.ts'
+import type { Runtime } from '../../runtime.ts'
+import { verifyLedger } from '../../ledger/verify.ts'
+import { appendEvent } from '../events/writer.ts'
 
 const doc = (summary: string, description?: string) => apiDoc(summary, 'Operators', { security: 'operator', description })
 

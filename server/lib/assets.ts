@@ -1,4 +1,4 @@
-import { ApiError } from '../../lib/errors.ts'
+import { ApiError } from './errors.ts'
 
 export type AssetCode = 'USDC' | 'USDT'
 export type Network = 'sui' | 'tron'
