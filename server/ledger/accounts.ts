@@ -1,7 +1,8 @@
-import { eq } from 'drizzle-orm'
+import { and, eq, inArray } from 'drizzle-orm'
 import type { Database, Transaction } from '../../db/client.ts'
-import { accounts } from '../../db/schema/index.ts'
+import { accounts, ledgerBalances } from '../../db/schema/index.ts'
 import { ApiError, notFound } from '../lib/errors.ts'
+import type { HotBalances } from './hot-balances.ts'
 
 export interface AccountEntry {
   id: string
@@ -11,23 +12,72 @@ export interface AccountEntry {
 }
 
 /**
- * The accounts the ledger has seen, with their status, so the hot path checks existence and
- * freezes without a database round trip. Accounts are minted elsewhere, so a miss reads Postgres
- * once; freezes go through `setStatus`, which changes the database and this cache together.
+ * The accounts resident in memory: their status, and their balances in `HotBalances`. Residency is
+ * per account and on demand: an account becomes resident the first time an operation or a read
+ * names it (one round trip reads its row and all its balance rows), and stays resident. Start-up
+ * makes resident only what must be (system accounts, and accounts holding funds in `held` or
+ * `in_flight`, see `Ledger.load`), so a server with millions of idle accounts starts as fast as one
+ * with a few, and its memory grows with the accounts in use, not with the accounts that exist.
+ *
+ * Every path that moves money resolves its accounts here first (`require`, `find`), and
+ * `Ledger.submit` asserts that the accounts of its postings are resident: a balance that is not
+ * resident is never decided on, so memory never mistakes "not loaded" for zero.
  */
 export class AccountDirectory {
   private readonly entries = new Map<string, AccountEntry>()
+  /** First touches under way, so that two requests for one account read it once. */
+  private readonly loading = new Map<string, Promise<AccountEntry | undefined>>()
 
-  constructor(private readonly db: Database) {}
+  constructor(
+    private readonly db: Database,
+    private readonly balances: HotBalances,
+  ) {}
 
   async find(accountId: string): Promise<AccountEntry | undefined> {
     const cached = this.entries.get(accountId)
     if (cached) return cached
-    const [row] = await this.db
-      .select({ id: accounts.id, orgId: accounts.orgId, externalId: accounts.externalId, status: accounts.status })
-      .from(accounts)
-      .where(eq(accounts.id, accountId))
+    let pending = this.loading.get(accountId)
+    if (pending === undefined) {
+      pending = this.loadOne(accountId).finally(() => this.loading.delete(accountId))
+      this.loading.set(accountId, pending)
+    }
+    return pending
+  }
+
+  /** Whether the account and its balances are in memory (operations may be decided on it). */
+  isResident(accountId: string): boolean {
+    return this.entries.has(accountId)
+  }
+
+  /** How many accounts are resident (operators' statistics, tests). */
+  residentCount(): number {
+    return this.entries.size
+  }
+
+  /** Makes accounts resident in bulk (start-up), reading their rows and balances in two queries. */
+  async loadMany(accountIds: readonly string[]): Promise<void> {
+    const missing = [...new Set(accountIds)].filter((id) => !this.entries.has(id))
+    for (let start = 0; start < missing.length; start += LOAD_CHUNK) {
+      const chunk = missing.slice(start, start + LOAD_CHUNK)
+      const rows = await this.db.select(ENTRY_COLUMNS).from(accounts).where(inArray(accounts.id, chunk))
+      const balanceRows = await this.db.select().from(ledgerBalances).where(inArray(ledgerBalances.accountId, chunk))
+      for (const row of balanceRows) this.balances.loadIfAbsent(row)
+      for (const row of rows) if (!this.entries.has(row.id)) this.entries.set(row.id, row)
+    }
+  }
+
+  /**
+   * A first touch: the account's row and every balance row of it, read together. A balance already
+   * in memory is kept (memory may be ahead of the database by what is on its way to it).
+   */
+  private async loadOne(accountId: string): Promise<AccountEntry | undefined> {
+    const [row] = await this.db.select(ENTRY_COLUMNS).from(accounts).where(eq(accounts.id, accountId))
     if (!row) return undefined
+    const balanceRows = await this.db
+      .select()
+      .from(ledgerBalances)
+      .where(and(eq(ledgerBalances.orgId, row.orgId), eq(ledgerBalances.accountId, accountId)))
+    for (const balance of balanceRows) this.balances.loadIfAbsent(balance)
     const entry = this.entries.get(accountId) ?? row
     this.entries.set(accountId, entry)
     return entry
@@ -48,24 +98,27 @@ export class AccountDirectory {
     return ownedBy(orgId, await this.find(accountId), field)
   }
 
-  /** Changes the status; `alsoWrite` runs in the same transaction (the event describing it). */
+  /**
+   * Changes the status; `alsoWrite` runs in the same transaction (the event describing it). A
+   * resident account's entry changes with it; a first touch still under way is waited for first, so
+   * that it cannot leave the status it read before this change in memory.
+   */
   async setStatus(accountId: string, status: AccountEntry['status'], alsoWrite: (tx: Transaction, entry: AccountEntry) => Promise<void>): Promise<AccountEntry> {
     const row = await this.db.transaction(async (tx) => {
-      const [updated] = await tx
-        .update(accounts)
-        .set({ status })
-        .where(eq(accounts.id, accountId))
-        .returning({ id: accounts.id, orgId: accounts.orgId, externalId: accounts.externalId, status: accounts.status })
+      const [updated] = await tx.update(accounts).set({ status }).where(eq(accounts.id, accountId)).returning(ENTRY_COLUMNS)
       if (!updated) throw notFound('account')
       await alsoWrite(tx, updated)
       return updated
     })
+    await this.loading.get(accountId)?.catch(() => undefined)
     const cached = this.entries.get(accountId)
     if (cached) cached.status = status
-    else this.entries.set(accountId, row)
     return row
   }
 }
+
+const LOAD_CHUNK = 10_000
+const ENTRY_COLUMNS = { id: accounts.id, orgId: accounts.orgId, externalId: accounts.externalId, status: accounts.status }
 
 /** The entry when it is the organization's; another organization's account answers exactly like a missing one. */
 function ownedBy(orgId: string, entry: AccountEntry | undefined, field?: string): AccountEntry {

@@ -94,6 +94,12 @@ function mayGoNegative(delta: BalanceDelta): boolean {
   return delta.kind === 'system' && MAY_GO_NEGATIVE.has(delta.accountId)
 }
 
+/** Only the fields a hot balance keeps (a database row carries more, such as `updatedAt`). */
+function copyOf(row: HotBalance): HotBalance {
+  const { orgId, accountId, asset, kind, available, held, inFlight, total } = row
+  return { orgId, accountId, asset, kind, available, held, inFlight, total }
+}
+
 /** Where a set of postings would take a balance below zero, if anywhere. */
 export interface Overdraft {
   accountId: string
@@ -117,9 +123,15 @@ export class HotBalances {
     return this.rows.get(key)
   }
 
-  /** Replaces a row with what the database holds (start-up and reconciliation). */
+  /** Replaces a row with what the database holds (reconciliation). */
   load(row: HotBalance): void {
-    this.rows.set(balanceKey(row.orgId, row.accountId, row.asset), { ...row })
+    this.rows.set(balanceKey(row.orgId, row.accountId, row.asset), copyOf(row))
+  }
+
+  /** Takes the database's row unless memory already has one (a first touch racing operations). */
+  loadIfAbsent(row: HotBalance): void {
+    const key = balanceKey(row.orgId, row.accountId, row.asset)
+    if (!this.rows.has(key)) this.rows.set(key, copyOf(row))
   }
 
   findOverdraft(orgId: string, postings: readonly Posting[]): Overdraft | undefined {

@@ -1,4 +1,4 @@
-import { eq } from 'drizzle-orm'
+import { and, eq, ne, or } from 'drizzle-orm'
 import type { Database } from '../../db/client.ts'
 import { holds, ledgerBalances } from '../../db/schema/index.ts'
 import { AssertionError } from '../lib/assert.ts'
@@ -43,7 +43,7 @@ export class Ledger {
     readonly db: Database,
     options: LedgerOptions,
   ) {
-    this.accounts = new AccountDirectory(db)
+    this.accounts = new AccountDirectory(db, this.balances)
     this.writer = new GroupCommitWriter(db, options.writerDb ?? db, this.balances, {
       groupCommit: options.groupCommit,
       batchMax: options.batchMax ?? DEFAULT_BATCH_MAX,
@@ -53,12 +53,19 @@ export class Ledger {
     this.policies = options.policies ?? DEFAULT_ASSET_POLICIES
   }
 
-  /** Rebuilds memory from Postgres: every balance row and every pending hold. */
+  /**
+   * Rebuilds what memory must hold before serving: the system accounts' balances, every account
+   * holding funds in `held` or `in_flight` (a pending hold, a payment, a withdrawal on its way: their
+   * later capture, release or outcome must find them resident), and every pending hold. Every other
+   * account becomes resident on its first touch (see `AccountDirectory`).
+   */
   async load(): Promise<void> {
-    for (const row of await this.db.select().from(ledgerBalances)) {
-      const { orgId, accountId, asset, kind, available, held, inFlight, total } = row
-      this.balances.load({ orgId, accountId, asset, kind, available, held, inFlight, total })
-    }
+    for (const row of await this.db.select().from(ledgerBalances).where(eq(ledgerBalances.kind, 'system'))) this.balances.loadIfAbsent(row)
+    const reserving = await this.db
+      .selectDistinct({ accountId: ledgerBalances.accountId })
+      .from(ledgerBalances)
+      .where(and(eq(ledgerBalances.kind, 'customer'), or(ne(ledgerBalances.held, 0n), ne(ledgerBalances.inFlight, 0n))))
+    await this.accounts.loadMany(reserving.map((row) => row.accountId))
     for (const row of await this.db.select().from(holds).where(eq(holds.state, 'pending'))) {
       this.pendingHolds.set(
         row.id,
@@ -92,6 +99,11 @@ export class Ledger {
     assertZeroSum(op.postings)
     if (op.recordedByPayment) assertReservationRecord(op)
     const deltas = deltasOf(op.orgId, op.postings, 1n)
+    for (const delta of deltas.values()) {
+      if (delta.kind === 'customer' && !this.accounts.isResident(delta.accountId)) {
+        throw new AssertionError(`account ${delta.accountId} is not resident: resolve it through ledger.accounts before submitting`)
+      }
+    }
     const overdraft = this.balances.overdraftIn(deltas)
     if (overdraft) {
       if (overdraft.bucket !== 'available') {
