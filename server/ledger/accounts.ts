@@ -44,6 +44,19 @@ export class AccountDirectory {
     return pending
   }
 
+  /**
+   * An account just created and committed: it has no balance rows, so it is resident as it is. An
+   * entry already there (a first touch that raced the creation) is kept.
+   */
+  registerNew(entry: AccountEntry): void {
+    if (!this.entries.has(entry.id)) this.entries.set(entry.id, { ...entry })
+  }
+
+  /** Makes every account non-resident again (`Ledger.load`, which rebuilds memory as at a restart). */
+  forgetAll(): void {
+    this.entries.clear()
+  }
+
   /** Whether the account and its balances are in memory (operations may be decided on it). */
   isResident(accountId: string): boolean {
     return this.entries.has(accountId)

@@ -172,6 +172,11 @@ export class HotBalances {
     assert(row.total === row.available + row.held + row.inFlight, 'hot balance lost its invariant')
   }
 
+  /** Forgets every row (`Ledger.load`, which rebuilds memory as at a restart). */
+  clear(): void {
+    this.rows.clear()
+  }
+
   size(): number {
     return this.rows.size
   }

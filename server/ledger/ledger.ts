@@ -60,6 +60,9 @@ export class Ledger {
    * account becomes resident on its first touch (see `AccountDirectory`).
    */
   async load(): Promise<void> {
+    // As at a restart: nothing stays resident from before (tests re-read a second instance this way).
+    this.accounts.forgetAll()
+    this.balances.clear()
     for (const row of await this.db.select().from(ledgerBalances).where(eq(ledgerBalances.kind, 'system'))) this.balances.loadIfAbsent(row)
     const reserving = await this.db
       .selectDistinct({ accountId: ledgerBalances.accountId })

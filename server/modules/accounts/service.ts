@@ -74,7 +74,11 @@ export async function mintAccount(runtime: Runtime, orgId: string, input: Create
     }
     return row
   })
-  if (inserted) return { account: toAccountView(inserted), created: true }
+  if (inserted) {
+    // A new account has no balance rows: it is resident at once, with nothing to read on first use.
+    runtime.ledger.accounts.registerNew({ id: inserted.id, orgId: inserted.orgId, externalId: inserted.externalId, status: inserted.status })
+    return { account: toAccountView(inserted), created: true }
+  }
   // A concurrent mint of the same externalId won the race; answer its account.
   const winner = await repo.findAccountByExternalId(runtime.db, orgId, input.externalId)
   if (!winner) throw new Error('account insert conflicted but no account exists')

@@ -342,6 +342,8 @@ export async function observeArrival(runtime: Runtime, orgId: string, input: Arr
       return { arrival: toArrivalView(runtime, raced), created: false }
     }
     const declared = matchDeclared(await repo.awaitingDeposits(runtime.db, orgId, address, info.asset), amountMinor, observedMs)
+    // The owner's balances must be in memory before the credit is decided (a first touch reads them).
+    await runtime.ledger.accounts.find(owner.accountId)
     const deposit: DepositRow = declared
       ? { ...declared, state: 'confirming', receivedAmount: amountMinor, amountMatch: amountMatchOf(declared.expectedAmount!, amountMinor), arrivalId: arrival.id, txHash, arrivedAt: observedAt }
       : {
