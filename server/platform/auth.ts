@@ -160,15 +160,48 @@ export function requireAccess(request: Request, access: Access): Principal | und
   return principal
 }
 
-/** Operators authenticate with the operator token as a Bearer token; compared in constant time. */
+/**
+ * Failed operator authentications allowed per source address and minute, as for requests without
+ * a working API key. Past it, every operator request from that source (the right token included,
+ * or guessing would go on and only the right guess would tell) is refused 429 with Retry-After
+ * until the window ends.
+ */
+export const OPERATOR_FAILURE_LIMIT = ANONYMOUS_RATE_LIMIT
+
+/**
+ * Operators authenticate with the operator token as a Bearer token, compared in constant time.
+ * Failures are counted per source address (`OPERATOR_FAILURE_LIMIT`); a source past its limit is
+ * remembered in this instance until its window ends, so its requests cost no count meanwhile.
+ */
 export function operatorAuthPlugin(runtime: Runtime) {
-  return new Elysia({ name: 'kassa/operator-auth' }).onRequest(({ request }) => {
+  const blockedUntil = new Map<string, number>()
+  return new Elysia({ name: 'kassa/operator-auth' }).onRequest(async ({ request, set, server }) => {
     const path = pathnameOf(request.url)
     if (!path.startsWith('/ops/')) return
+    const source = sourceAddress(request, server)
+    const nowMs = runtime.clock.wallNowMs()
+    const until = blockedUntil.get(source)
+    if (until !== undefined) {
+      if (until > nowMs) return operatorRefusal(OPERATOR_FAILURE_LIMIT, Math.ceil((until - nowMs) / 1000), request, set)
+      blockedUntil.delete(source)
+    }
     const authorization = request.headers.get('authorization') ?? ''
     const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization)
-    if (!match || !timingSafeEqualStrings(match[1]!, runtime.operatorToken)) {
-      throw new ApiError('authentication_error', 'Operator token required: send "Authorization: Bearer <OPERATOR_TOKEN>"')
+    if (match && timingSafeEqualStrings(match[1]!, runtime.operatorToken)) return
+    const decision = await runtime.rateLimiter.hit(`ops-auth:${source}`, OPERATOR_FAILURE_LIMIT, nowMs)
+    if (!decision.allowed) {
+      // Entries end with their window; a flood of sources cannot grow the map past the ones blocked this minute.
+      if (blockedUntil.size > 100_000) for (const [blocked, end] of blockedUntil) if (end <= nowMs) blockedUntil.delete(blocked)
+      blockedUntil.set(source, nowMs + decision.retryAfterSeconds * 1000)
+      return operatorRefusal(decision.limit, decision.retryAfterSeconds, request, set)
     }
+    throw new ApiError('authentication_error', 'Operator token required: send "Authorization: Bearer <OPERATOR_TOKEN>"')
   })
+}
+
+function operatorRefusal(limit: number, retryAfterSeconds: number, request: Request, set: { headers: Record<string, unknown> }): Response {
+  const refusal = new ApiError('rate_limited', `Too many failed operator authentications from this source: at most ${limit} a minute`, {
+    headers: { 'retry-after': String(Math.max(1, retryAfterSeconds)) },
+  })
+  return errorAnswer(refusal, request, set)
 }
