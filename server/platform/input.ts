@@ -18,7 +18,6 @@ export const FORBIDDEN_KEYS: ReadonlySet<string> = new Set(['__proto__', 'constr
 const FORBIDDEN_KEY_TEXT = /"(?:__proto__|constructor|prototype)"/
 
 const QUOTE = 0x22
-const BACKSLASH = 0x5c
 const OPEN_BRACKET = 0x5b
 const CLOSE_BRACKET = 0x5d
 const OPEN_BRACE = 0x7b
@@ -38,21 +37,28 @@ interface Scan {
  */
 export function scanJsonText(text: string): Scan {
   let depth = 0
-  let inString = false
   let unicodeEscape = false
   const length = text.length
+  // A string's inside is skipped with native searches (the next quote, the next backslash) rather
+  // than read a character at a time: most of a large body is inside strings.
+  let nextBackslash = text.indexOf('\\')
   for (let index = 0; index < length; index++) {
     const code = text.charCodeAt(index)
-    if (inString) {
-      if (code === QUOTE) inString = false
-      else if (code === BACKSLASH) {
-        index += 1
-        if (text.charCodeAt(index) === LETTER_U) unicodeEscape = true
+    if (code === QUOTE) {
+      let from = index + 1
+      for (;;) {
+        const quote = text.indexOf('"', from)
+        if (quote === -1) return { unicodeEscape }
+        if (nextBackslash !== -1 && nextBackslash < from) nextBackslash = text.indexOf('\\', from)
+        if (nextBackslash === -1 || nextBackslash > quote) {
+          index = quote
+          break
+        }
+        if (text.charCodeAt(nextBackslash + 1) === LETTER_U) unicodeEscape = true
+        from = nextBackslash + 2
+        nextBackslash = text.indexOf('\\', from)
       }
-      continue
-    }
-    if (code === QUOTE) inString = true
-    else if (code === OPEN_BRACKET || code === OPEN_BRACE) {
+    } else if (code === OPEN_BRACKET || code === OPEN_BRACE) {
       depth += 1
       if (depth > MAX_BODY_DEPTH) {
         throw new ApiError('invalid_request', `The request body is nested deeper than ${MAX_BODY_DEPTH} levels`, { field: 'body' })

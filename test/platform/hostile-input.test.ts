@@ -61,7 +61,7 @@ describe('text Postgres cannot store is refused at the edge, naming the field', 
     const response = await app.kassa.handle(
       new Request('http://kassa.test/v1/transfers', { method: 'POST', headers: { authorization: `Bearer ${fx.org.testKey}`, 'content-type': 'application/json' }, body: bytes }),
     )
-    const body = await response.json()
+    const body = (await response.json()) as TestResponse['body']
     expectRefused({ status: response.status, headers: response.headers, body }, 400, 'invalid_request', 'body')
     expect(body.error.message).toContain('UTF-8')
   })
@@ -179,7 +179,7 @@ describe('operator authentication', () => {
     const refused = await guess('still-wrong')
     expectRefused(refused, 429, 'rate_limited')
     expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1)
-    expectRefused(await guess(app.config.operatorToken), 429, 'rate_limited')
+    expectRefused(await guess(app.config.operatorToken!), 429, 'rate_limited')
   })
 })
 
