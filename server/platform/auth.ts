@@ -142,6 +142,14 @@ export function apiKeyAuthPlugin(runtime: Runtime) {
     }
     const refused = rateLimited(await countRequest(runtime, key, request, server, path), request, set)
     if (refused !== undefined) return refused
+    if (authenticationFailure?.message === FAILURE_MESSAGES.unknown) {
+      // Counted against its source above: a key unknown here is read from the database (once; see
+      // `lookupReadingMisses`), so a key issued on another instance works here before its notice comes.
+      const result = await runtime.keys.lookupReadingMisses(presentedKey(request)!, runtime.clock.wallNowMs())
+      if (!result.ok) throw new ApiError('authentication_error', FAILURE_MESSAGES[result.reason])
+      key = result.key
+      authenticationFailure = undefined
+    }
     if (authenticationFailure) throw authenticationFailure
     if (key) principals.set(request, { orgId: key.orgId, keyId: key.id, keyType: key.type })
   })
