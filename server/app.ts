@@ -27,7 +27,7 @@ import { startWithdrawals } from './modules/withdrawals/service.ts'
 import { accessPlugin, recordIdempotentFailure } from './platform/access.ts'
 import { arrivalPlugin } from './platform/arrival.ts'
 import { apiKeyAuthPlugin, operatorAuthPlugin } from './platform/auth.ts'
-import { jsonBodyPlugin } from './platform/body.ts'
+import { jsonBodyPlugin, requestShapePlugin } from './platform/body.ts'
 import { errorsPlugin } from './platform/errors.ts'
 import { IdempotencyStore } from './platform/idempotency.ts'
 import { openapiPlugin } from './platform/openapi.ts'
@@ -52,6 +52,7 @@ export function buildApp(runtime: Runtime) {
     .use(jsonBodyPlugin(runtime.config.bodyLimitBytes))
     .use(operatorAuthPlugin(runtime))
     .use(apiKeyAuthPlugin(runtime))
+    .use(requestShapePlugin())
     .use(openapiPlugin())
     .get('/health', () => ({ status: 'ok', environment: runtime.config.serviceEnv }), { detail: { hide: true } })
     .use(orgsOpsRoutes(runtime))

@@ -8,6 +8,7 @@ import { DataFolderInUse } from '../db/folder-lock.ts'
 installPostgresDriverPatch()
 const { createApp } = await import('./app.ts')
 const { warmUp, warmUpSummary } = await import('./platform/warm-up.ts')
+const { BUN_BODY_BACKSTOP_BYTES } = await import('./platform/body.ts')
 
 async function main(): Promise<void> {
   const config = loadConfigOrExit('kassa')
@@ -39,7 +40,10 @@ async function main(): Promise<void> {
   try {
     // Not Elysia's default of a shared port: a second server started on a port in use would take
     // half its connections, each with balances of its own in memory. It is refused instead.
-    kassa.app.listen({ port: config.port, hostname: config.host, maxRequestBodySize: config.bodyLimitBytes + 1024, reusePort: false })
+    // Bun's own cap on a body is only a backstop, far above BODY_LIMIT_BYTES: Bun refuses past it
+    // with an empty 413, where the body plugin refuses past the limit (from Content-Length before
+    // reading, or as a stream arrives) with the error body every refusal has.
+    kassa.app.listen({ port: config.port, hostname: config.host, maxRequestBodySize: BUN_BODY_BACKSTOP_BYTES, reusePort: false })
   } catch (error) {
     console.error(`kassa: could not listen on ${config.host}:${config.port}: ${(error as Error).message} Stop the server using it, or set PORT to another port.`)
     await kassa.close()

@@ -11,7 +11,7 @@ import { SandboxChain, UnconfiguredChain } from './modules/chain/simulator.ts'
 import { Clock } from './modules/clock/clock.ts'
 import { KeyCache } from './platform/key-cache.ts'
 import { BlocklistRule, Screening, type ScreeningRule } from './modules/screening/screening.ts'
-import { loadKeyCache, refreshCachedKey, refreshCachedOrg } from './modules/orgs/repo.ts'
+import { loadKeyCache, readKeyByHash, refreshCachedKey, refreshCachedOrg } from './modules/orgs/repo.ts'
 import { LoadShedder } from './platform/load-shedder.ts'
 import { LoopLag } from './platform/loop-lag.ts'
 import { createRateLimiter, type RateLimiter } from './platform/rate-limit-store.ts'
@@ -75,7 +75,8 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
   const changes = await listenForChanges(database)
   const clock = new Clock(db, options.wallClockMs)
   await clock.load()
-  const keys = new KeyCache(config.serviceEnv)
+  // A key missing from memory (issued on another instance a moment ago) is read on its first use.
+  const keys = new KeyCache(config.serviceEnv, (keyHash) => readKeyByHash(db, keyHash))
   await loadKeyCache(db, keys)
   const shedder = config.loadShedding && database.kind === 'postgres' ? new LoadShedder() : undefined
   const loopLag = new LoopLag(shedder ? (lagMs, busyShare) => shedder.observe(lagMs, busyShare) : undefined)

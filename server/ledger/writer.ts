@@ -131,6 +131,11 @@ interface Queued {
   withdrawn: boolean
   /** When it was queued (`performance.now()`). */
   queuedAt: number
+  /**
+   * Set on the operations of a failed batch sent again to find the one at fault: those sharing
+   * this object go in a batch of their own (see `isolateFailure`).
+   */
+  isolation?: object
   resolve: () => void
   reject: (error: unknown) => void
 }
@@ -236,6 +241,20 @@ function rowsOf<Row>(ops: LedgerOperation[], pick: (op: LedgerOperation) => Row[
     for (const row of pick(op) ?? []) rows.push({ row, op: index })
   })
   return rows
+}
+
+/**
+ * Whether a batch failed on what one of its operations carried (SQLSTATE class 22, data exception:
+ * a string Postgres cannot store; class 23, integrity: a duplicate key, a balance check), rather
+ * than on the database or the connection: then the operation at fault is found and the others go on.
+ */
+export function isOperationFault(error: unknown): boolean {
+  // The driver's error, or the one a query builder wrapped it in.
+  for (let current = error, depth = 0; current instanceof Error && depth < 3; current = current.cause, depth++) {
+    const code = (current as { code?: unknown }).code
+    if (typeof code === 'string' && code.length === 5) return code.startsWith('22') || code.startsWith('23')
+  }
+  return false
 }
 
 /** After a failed batch, how long callers with a deadline are told at once that they cannot make it. */
@@ -489,7 +508,7 @@ export class GroupCommitWriter {
           break
         }
         if (this.inFlight.length >= this.options.pipelineDepth) break
-        if (this.inFlight.length > 0 && !this.worthPipelining()) break
+        if (this.inFlight.length > 0 && (head.isolation !== undefined || !this.worthPipelining())) break
         const batch = this.takeBatch(false)
         if (batch.length > 0) this.send(batch)
       }
@@ -516,6 +535,8 @@ export class GroupCommitWriter {
     // of past batches may be stale (one slow spell can leave it above the whole budget), and with
     // nothing sent it would never be measured again, so every operation would be withdrawn for good.
     const latestStart = performance.now() + (this.inFlight.length > 0 ? this.batchMs : 0)
+    // Operations sent again to find the one that failed their batch go only with their own group.
+    const isolation = this.firstLive()?.isolation
     let taken = 0
     while (batch.length < batchMax && taken < this.queue.length) {
       const item = this.queue[taken]!
@@ -523,6 +544,7 @@ export class GroupCommitWriter {
         taken += 1
         continue
       }
+      if (item.isolation !== isolation) break
       if (!guarded && item.op.guardedWrites !== undefined && item.op.guardedWrites.length > 0) break
       taken += 1
       if (item.op.deadline !== undefined && item.op.deadline < latestStart) {
@@ -585,7 +607,8 @@ export class GroupCommitWriter {
       return
     }
     if (rows === undefined) {
-      this.failInFlight(error)
+      if (isOperationFault(error)) this.isolateFailure(error)
+      else this.failInFlight(error)
       this.pump()
       return
     }
@@ -636,6 +659,46 @@ export class GroupCommitWriter {
     this.failBatches(flights, error)
   }
 
+  /**
+   * The oldest batch in flight failed on its data (`isOperationFault`): one of its operations is at
+   * fault, and the others must not fail with it (one tenant's bad row would decline another's
+   * authorizations). Nothing of it or of the batches behind it landed (the order guard refuses
+   * those), so they all go back to the head of the queue with their reservations standing: the
+   * failed batch in two halves, each sent alone as a batch of its own, the batches behind it as
+   * they were. A half that fails is halved again; an operation failing alone is the one at fault:
+   * it is undone and gets the error. Undoing a reservation only gives money back, so the decisions
+   * queued behind it stay valid (one that needed the money it credited fails its own balance check
+   * and is found the same way). A fresh order guard starts, so a batch sent before can never land
+   * after these.
+   */
+  private isolateFailure(error: unknown): void {
+    const [failed, ...behind] = this.inFlight
+    this.inFlight.shift()
+    for (const flight of behind) flight.abandoned = true
+    this.guard = { writerId: newWriterId(), seq: 0 }
+    const batch = failed!.batch
+    const again: Queued[] = []
+    if (batch.length === 1) {
+      const guilty = batch[0]!
+      logFailure('ledger.operation', 'ledger: an operation failed its commit on its own; it was undone, the rest goes on', error)
+      this.undo(guilty)
+      guilty.reject(new CommitFailedError(error))
+    } else {
+      const half = Math.ceil(batch.length / 2)
+      const first = {}
+      const second = {}
+      batch.forEach((item, index) => {
+        item.isolation = index < half ? first : second
+        again.push(item)
+      })
+    }
+    for (const flight of behind) again.push(...flight.batch)
+    for (const item of again) this.waiting.set(item.op, item)
+    this.queue.unshift(...again)
+    // A key's second claim in one batch lost to the first when the batch was built, as ever.
+    this.rejectKeyTaken([failed!, ...behind].flatMap((flight) => flight.keyTaken))
+  }
+
   private failBatches(flights: Flight[], error: unknown): void {
     const queued = this.queue.splice(0).filter((item) => !item.withdrawn)
     this.waiting.clear()
@@ -684,6 +747,11 @@ export class GroupCommitWriter {
     } catch (error) {
       if (error instanceof GuardsRefusedError) {
         this.refuseGuarded(flight, error.refused)
+        return
+      }
+      if (isOperationFault(error)) {
+        this.inFlight.unshift(flight)
+        this.isolateFailure(error)
         return
       }
       this.failBatches([flight], error)

@@ -148,6 +148,14 @@ export function apiKeyAuthPlugin(auth: AuthDependencies) {
     }
     const refused = rateLimited(await countRequest(auth, key, request, server, path), request, set)
     if (refused !== undefined) return refused
+    if (authenticationFailure?.message === FAILURE_MESSAGES.unknown) {
+      // Counted against its source above: a key unknown here is read from the database (once; see
+      // `lookupReadingMisses`), so a key issued on another instance works here before its notice comes.
+      const result = await auth.keys.lookupReadingMisses(presentedKey(request)!, auth.clock.wallNowMs())
+      if (!result.ok) throw new ApiError('authentication_error', FAILURE_MESSAGES[result.reason])
+      key = result.key
+      authenticationFailure = undefined
+    }
     if (authenticationFailure) throw authenticationFailure
     if (key) principals.set(request, { orgId: key.orgId, keyId: key.id, keyType: key.type })
   })
@@ -166,15 +174,48 @@ export function requireAccess(request: Request, access: Access): Principal | und
   return principal
 }
 
-/** Operators authenticate with the operator token as a Bearer token; compared in constant time. */
+/**
+ * Failed operator authentications allowed per source address and minute, as for requests without
+ * a working API key. Past it, every operator request from that source (the right token included,
+ * or guessing would go on and only the right guess would tell) is refused 429 with Retry-After
+ * until the window ends.
+ */
+export const OPERATOR_FAILURE_LIMIT = ANONYMOUS_RATE_LIMIT
+
+/**
+ * Operators authenticate with the operator token as a Bearer token, compared in constant time.
+ * Failures are counted per source address (`OPERATOR_FAILURE_LIMIT`); a source past its limit is
+ * remembered in this instance until its window ends, so its requests cost no count meanwhile.
+ */
 export function operatorAuthPlugin(auth: AuthDependencies) {
-  return new Elysia({ name: 'kassa/operator-auth' }).onRequest(({ request }) => {
+  const blockedUntil = new Map<string, number>()
+  return new Elysia({ name: 'kassa/operator-auth' }).onRequest(async ({ request, set, server }) => {
     const path = pathnameOf(request.url)
     if (!path.startsWith('/ops/')) return
+    const source = sourceAddress(request, server)
+    const nowMs = auth.clock.wallNowMs()
+    const until = blockedUntil.get(source)
+    if (until !== undefined) {
+      if (until > nowMs) return operatorRefusal(OPERATOR_FAILURE_LIMIT, Math.ceil((until - nowMs) / 1000), request, set)
+      blockedUntil.delete(source)
+    }
     const authorization = request.headers.get('authorization') ?? ''
     const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization)
-    if (!match || !timingSafeEqualStrings(match[1]!, auth.operatorToken)) {
-      throw new ApiError('authentication_error', 'Operator token required: send "Authorization: Bearer <OPERATOR_TOKEN>"')
+    if (match && timingSafeEqualStrings(match[1]!, auth.operatorToken)) return
+    const decision = await auth.rateLimiter.hit(`ops-auth:${source}`, OPERATOR_FAILURE_LIMIT, nowMs)
+    if (!decision.allowed) {
+      // Entries end with their window; a flood of sources cannot grow the map past the ones blocked this minute.
+      if (blockedUntil.size > 100_000) for (const [blocked, end] of blockedUntil) if (end <= nowMs) blockedUntil.delete(blocked)
+      blockedUntil.set(source, nowMs + decision.retryAfterSeconds * 1000)
+      return operatorRefusal(decision.limit, decision.retryAfterSeconds, request, set)
     }
+    throw new ApiError('authentication_error', 'Operator token required: send "Authorization: Bearer <OPERATOR_TOKEN>"')
   })
+}
+
+function operatorRefusal(limit: number, retryAfterSeconds: number, request: Request, set: { headers: Record<string, unknown> }): Response {
+  const refusal = new ApiError('rate_limited', `Too many failed operator authentications from this source: at most ${limit} a minute`, {
+    headers: { 'retry-after': String(Math.max(1, retryAfterSeconds)) },
+  })
+  return errorAnswer(refusal, request, set)
 }

@@ -1,8 +1,6 @@
 import { Elysia } from 'elysia'
 import { ApiError } from '../lib/errors.ts'
-
-/** UTF-8 as `Buffer#toString` decodes it: a leading byte order mark is kept (and then refused as JSON). */
-const utf8 = new TextDecoder('utf-8', { ignoreBOM: true })
+import { checkIdempotencyKeyHeader, checkUrl, decodeUtf8, parseCheckedJson } from './input.ts'
 
 async function readLimited(request: Request, limitBytes: number): Promise<string> {
   const declared = request.headers.get('content-length')
@@ -15,7 +13,7 @@ async function readLimited(request: Request, limitBytes: number): Promise<string
     if (Number.isInteger(declaredBytes) && declaredBytes >= 0 && declared.trim() !== '') {
       const bytes = await request.bytes()
       if (bytes.byteLength > limitBytes) throw tooLarge(limitBytes)
-      return utf8.decode(bytes)
+      return decodeUtf8(bytes)
     }
   }
   if (request.body === null) return ''
@@ -33,7 +31,7 @@ async function readLimited(request: Request, limitBytes: number): Promise<string
     }
     chunks.push(value)
   }
-  return Buffer.concat(chunks).toString('utf8')
+  return decodeUtf8(Buffer.concat(chunks))
 }
 
 function tooLarge(limitBytes: number): ApiError {
@@ -43,10 +41,21 @@ function tooLarge(limitBytes: number): ApiError {
   })
 }
 
+/**
+ * Bun's own cap on a request body, given to `listen`: only a backstop, far above BODY_LIMIT_BYTES.
+ * Bun refuses past it with an empty 413; the body plugin refuses past the limit (from
+ * Content-Length before reading, or as a stream arrives) with the error body every refusal has.
+ */
+export const BUN_BODY_BACKSTOP_BYTES = 1024 * 1024 * 1024
+
 /** The same refusal for a body that cannot be read whole (the connection failed while it came) as for one that is not JSON. */
 const UNREADABLE = 'The request body is not valid JSON'
 
-/** The body as JSON (`{}` when empty), or the refusal the body plugin gives it, always thrown as an `ApiError`. */
+/**
+ * The body as JSON (`{}` when empty), or the refusal the body plugin gives it, always thrown as an
+ * `ApiError`: too large (413), not UTF-8, nested too deep, not JSON, or holding a string Postgres
+ * cannot store or a forbidden key (400, `server/platform/input.ts`).
+ */
 export async function parseJsonBody(request: Request, limitBytes: number): Promise<unknown> {
   let text: string
   try {
@@ -61,19 +70,33 @@ export async function parseJsonBody(request: Request, limitBytes: number): Promi
     throw new ApiError('invalid_request', 'Content-Type must be application/json', { field: 'content-type' })
   }
   try {
-    return JSON.parse(text)
-  } catch {
+    return parseCheckedJson(text)
+  } catch (error) {
+    if (error instanceof ApiError) throw error
     throw new ApiError('invalid_request', UNREADABLE, { field: 'body' })
   }
 }
 
 /**
  * Bodies are JSON, at most `limitBytes` (BODY_LIMIT_BYTES, 256 KiB by default), counted as they
- * stream so a missing Content-Length cannot get around the limit.
+ * stream so a missing Content-Length cannot get around the limit, and checked before any route
+ * validates them (`parseJsonBody`).
  */
 export function jsonBodyPlugin(limitBytes: number) {
   return new Elysia({ name: 'kassa/json-body' }).onParse({ as: 'global' }, async ({ request }) => {
     if (request.method === 'GET' || request.method === 'HEAD') return
     return await parseJsonBody(request, limitBytes)
+  })
+}
+
+/**
+ * The checks of a request's URL and headers that hold for every route, before any route runs:
+ * a path or query parameter Postgres cannot store, and a malformed Idempotency-Key (`input.ts`).
+ * Registered behind authentication, so a refused request has been counted against its rate limit.
+ */
+export function requestShapePlugin() {
+  return new Elysia({ name: 'kassa/request-shape' }).onRequest(({ request }) => {
+    checkUrl(request.url)
+    checkIdempotencyKeyHeader(request)
   })
 }

@@ -39,18 +39,33 @@ export const KEY_PREFIXES: Record<KeyType, string> = {
 
 const KEY_SHAPE = /^svc_(secret|pub|test)_[1-9A-HJ-NP-Za-km-z]{20,64}$/
 
+/** A key missing here and in the database is not read again for this long. */
+export const ABSENT_KEY_MS = 10_000
+/** At most this many absent keys are remembered; past it the oldest are forgotten. */
+const ABSENT_KEYS_MAX = 10_000
+
+/** Reads a key (and its organization) by hash from the database, for a key missing from memory. */
+export type KeyLoader = (keyHash: string) => Promise<{ key: CachedKey; org: CachedOrg | undefined } | undefined>
+
 /**
- * The request path never touches the database to authenticate: every key lives here, keyed by its
- * hash. The cache is exact about revocation and expiry because revocation updates it before the
- * operator's call returns (and other instances hear of it by NOTIFY), and expiry is compared with
- * the clock on every lookup.
+ * The request path does not touch the database to authenticate a known key: every key lives here,
+ * keyed by its hash. The cache is exact about revocation and expiry because revocation updates it
+ * before the operator's call returns (and other instances hear of it by NOTIFY), and expiry is
+ * compared with the clock on every lookup. A key issued on another instance whose notice has not
+ * arrived yet is read from the database on its first use (`lookupReadingMisses`).
  */
 export class KeyCache {
   private readonly byHash = new Map<string, CachedKey>()
   private readonly byId = new Map<string, CachedKey>()
   private readonly orgs = new Map<string, CachedOrg>()
+  /** Keys read from the database and found missing there too, until when (wall-clock ms); oldest first. */
+  private readonly absent = new Map<string, number>()
+  private readonly loading = new Map<string, Promise<void>>()
 
-  constructor(private readonly environment: ServiceEnvironment) {}
+  constructor(
+    private readonly environment: ServiceEnvironment,
+    private readonly loader?: KeyLoader,
+  ) {}
 
   static isWellFormed(presented: string): boolean {
     return KEY_SHAPE.test(presented)
@@ -64,6 +79,39 @@ export class KeyCache {
     if (key.expiresAtMs !== null && nowMs >= key.expiresAtMs) return { ok: false, reason: 'expired' }
     if (key.environment !== this.environment) return { ok: false, reason: 'wrong_environment' }
     return { ok: true, key }
+  }
+
+  /**
+   * `lookup`, but a well-formed key missing from memory is read from the database once (a key just
+   * issued on another instance, whose notice has not arrived yet). A key missing there too is not
+   * read again for `ABSENT_KEY_MS`; concurrent misses of one key share one read. Callers count
+   * the request against its source's limit first, so misses cost at most that many reads.
+   */
+  async lookupReadingMisses(presented: string, nowMs: number): Promise<KeyLookup> {
+    const found = this.lookup(presented, nowMs)
+    if (found.ok || found.reason !== 'unknown' || this.loader === undefined || !KeyCache.isWellFormed(presented)) return found
+    const keyHash = sha256Hex(presented)
+    const absentUntil = this.absent.get(keyHash)
+    if (absentUntil !== undefined && absentUntil > nowMs) return found
+    let load = this.loading.get(keyHash)
+    if (load === undefined) {
+      load = this.readMissing(keyHash, nowMs).finally(() => this.loading.delete(keyHash))
+      this.loading.set(keyHash, load)
+    }
+    await load
+    return this.lookup(presented, nowMs)
+  }
+
+  private async readMissing(keyHash: string, nowMs: number): Promise<void> {
+    const read = await this.loader!(keyHash)
+    if (read === undefined) {
+      this.absent.delete(keyHash)
+      if (this.absent.size >= ABSENT_KEYS_MAX) this.absent.delete(this.absent.keys().next().value!)
+      this.absent.set(keyHash, nowMs + ABSENT_KEY_MS)
+      return
+    }
+    if (read.org !== undefined) this.upsertOrg(read.org)
+    this.upsertKey(read.key)
   }
 
   /**

@@ -118,10 +118,13 @@ request id also in the \`X-Request-Id\` header. Status per code:
 |---|---|
 ${errorTable}
 
-A body over the size limit answers 413 with \`invalid_request\`.
+A body over the size limit answers 413 with \`invalid_request\`. On every route, a body nested deeper than 32
+levels, a string or key holding U+0000 or an unpaired UTF-16 surrogate, bytes that are not UTF-8, and the
+keys \`__proto__\`, \`constructor\` and \`prototype\` answer 400 \`invalid_request\` naming the field; a path id
+holding such characters answers 404 (docs/hardening.md).
 
 ## Idempotency
-Send \`Idempotency-Key\` (1 to 255 printable characters) on any POST, PATCH, PUT or DELETE. Keys are scoped to
+Send \`Idempotency-Key\` (1 to 255 visible ASCII characters, else 400 naming the header on every route) on any POST, PATCH, PUT or DELETE. Keys are scoped to
 the organization and kept 24 hours. A retry with the same key and body replays the first answer (status
 and body) with the header \`Idempotent-Replayed: true\`; the same key with a different body is 409
 \`idempotency_conflict\` naming the differing fields; a retry while the first is still running is 409

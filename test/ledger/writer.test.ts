@@ -146,6 +146,18 @@ async function expectNoneLandedThenCarriesOn(account: string, operations: Fundin
   await expectVerified(app)
 }
 
+/**
+ * The writer's next wait for Postgres fails as a lost connection does (nothing of the batch was
+ * written); the waits after it go as usual.
+ */
+function loseConnectionOnce(): void {
+  const internals = writer() as unknown as { execute?: (run: () => Promise<unknown>) => Promise<unknown> }
+  internals.execute = () => {
+    delete internals.execute
+    return Promise.reject(Object.assign(new Error('write CONNECTION_CLOSED'), { code: 'CONNECTION_CLOSED' }))
+  }
+}
+
 const settled = <T>(promise: Promise<T>) => promise.then((value) => ({ ok: true as const, value }), (error: unknown) => ({ ok: false as const, error }))
 
 describe('the pipelined group-commit writer', () => {
@@ -203,7 +215,7 @@ describe('the pipelined group-commit writer', () => {
     await expectVerified(app)
   })
 
-  test.skipIf(!onPostgres)("a failed batch whose answer settles after the next batch's still takes that batch with it", async () => {
+  test.skipIf(!onPostgres)("a failed batch whose answer settles after the next batch's: its operation at fault fails alone, the next batch is sent again and commits", async () => {
     // The first batch fails on the unique index; the second is refused by the order guard, and its
     // answer settles first.
     const { account, failing } = await failingCredit('failedlate')
@@ -217,14 +229,29 @@ describe('the pipelined group-commit writer', () => {
     } finally {
       restore()
     }
-    for (const outcome of await Promise.all(outcomes)) {
-      expect(outcome.ok).toBe(false)
-      expect((outcome as { error?: unknown }).error).toBeInstanceOf(CommitFailedError)
-    }
-    await expectNoneLandedThenCarriesOn(account, [failing, ...behind])
+    const [failed, ...rest] = await Promise.all(outcomes)
+    expect((failed as { error?: unknown }).error).toBeInstanceOf(CommitFailedError)
+    for (const outcome of rest) expect(outcome.ok).toBe(true)
+    await ledger().drain()
+    expect(await committedMovements([failing.reference])).toBe(0)
+    expect(await committedMovements(behind.map((op) => op.reference))).toBe(behind.length)
+    expect(await fx.balance(account)).toMatchObject({ available: '85.000000', total: '85.000000' })
+    await expectVerified(app)
   })
 
-  test('a batch that fails takes every batch sent after it with it: the order guard refuses them, nothing of them lands', async () => {
+  test('a batch lost with its connection takes every operation sent or queued after it with it: nothing of them lands', async () => {
+    const account = await fx.mint('lost-connection')
+    await ledger().submit(credit(account, 5_000_000n))
+    const lost = [credit(account, 1_000_000n), ...Array.from({ length: 3 }, () => credit(account, 2_000_000n))]
+    loseConnectionOnce()
+    for (const outcome of await Promise.all(lost.map((op) => settled(ledger().submit(op))))) {
+      expect(outcome.ok).toBe(false)
+      expect((outcome as { error: unknown }).error).toBeInstanceOf(CommitFailedError)
+    }
+    await expectNoneLandedThenCarriesOn(account, lost)
+  })
+
+  test('a batch failing on one operation\'s row: the batches sent after it are refused by the order guard, then sent again and commit; only that operation fails', async () => {
     const { account, failing } = await failingCredit('guarded')
     const behind = Array.from({ length: 3 }, () => credit(account, 2_000_000n))
     const { failingCommit, behindCommits } = whileStalled(() => {
@@ -237,11 +264,39 @@ describe('the pipelined group-commit writer', () => {
     const failed = await failingCommit
     expect(failed.ok).toBe(false)
     expect((failed as { error: unknown }).error).toBeInstanceOf(CommitFailedError)
-    for (const outcome of await Promise.all(behindCommits)) {
-      expect(outcome.ok).toBe(false)
-      expect((outcome as { error: unknown }).error).toBeInstanceOf(CommitFailedError)
-    }
-    await expectNoneLandedThenCarriesOn(account, [failing, ...behind])
+    for (const outcome of await Promise.all(behindCommits)) expect(outcome.ok).toBe(true)
+    await ledger().drain()
+    expect(await committedMovements([failing.reference])).toBe(0)
+    expect(await committedMovements(behind.map((op) => op.reference))).toBe(behind.length)
+    expect(await fx.balance(account)).toMatchObject({ available: '11.000000', total: '11.000000' })
+    expect(writer().healthy()).toBe(true)
+    await expectVerified(app)
+  })
+
+  test('rows the database refuses (a duplicate event, a NUL in an event) inside a batch of good ones: the good ones commit, each bad one alone fails', async () => {
+    const { account, failing } = await failingCredit('poisoned')
+    const nul = credit(account, 3_000_000n, { events: [eventRow(fx.org.id, 'account.funded', { accountId: account, note: 'a\u0000b' }, new Date())] })
+    const good = Array.from({ length: 30 }, () => credit(account, 1_000_000n))
+    const operations = [...good.slice(0, 10), failing, ...good.slice(10, 20), nul, ...good.slice(20)]
+    const { fillers, outcomes } = whileStalled(() => ({
+      // Fill the pipeline so the operations after the fillers go together in one batch.
+      fillers: Array.from({ length: writer().pipelineDepth }, () => ledger().submit(credit(account, 1n))),
+      outcomes: operations.map((op) => settled(ledger().submit(op))),
+    }))
+    await Promise.all(fillers)
+    const answers = await Promise.all(outcomes)
+    answers.forEach((outcome, index) => {
+      const op = operations[index]
+      if (op === failing || op === nul) expect((outcome as { error?: unknown }).error).toBeInstanceOf(CommitFailedError)
+      else expect(outcome.ok).toBe(true)
+    })
+    await ledger().drain()
+    expect(await committedMovements([failing.reference, nul.reference])).toBe(0)
+    expect(await committedMovements(good.map((op) => op.reference))).toBe(good.length)
+    const fillerMinor = BigInt(writer().pipelineDepth)
+    expect(ledger().balance(fx.org.id, account, 'USDC')?.available).toBe(5_000_000n + 30_000_000n + fillerMinor)
+    expect(writer().healthy()).toBe(true)
+    await expectVerified(app)
   })
 
   test('the database refuses a batch whose predecessor it never saw (the guard is real), and the writer recovers', async () => {
@@ -301,14 +356,13 @@ describe('the pipelined group-commit writer', () => {
     }).then(({ stuck }) => stuck)
     await stuck
     expect(writer().healthy()).toBe(true)
-    // A failed batch: unhealthy at once, healthy again after the next commit.
-    const taken = eventRow(fx.org.id, 'account.funded', { accountId: account }, new Date())
-    await ledger().submit(credit(account, 1_000_000n, { events: [taken] }))
-    expect((await settled(ledger().submit(credit(account, 1_000_000n, { events: [{ ...taken }] })))).ok).toBe(false)
+    // A batch lost with its connection: unhealthy at once, healthy again after the next commit.
+    loseConnectionOnce()
+    expect((await settled(ledger().submit(credit(account, 1_000_000n)))).ok).toBe(false)
     expect(writer().healthy()).toBe(false)
     await ledger().submit(credit(account, 1_000_000n))
     expect(writer().healthy()).toBe(true)
-    expect(await fx.balance(account)).toMatchObject({ available: '3.000000' })
+    expect(await fx.balance(account)).toMatchObject({ available: '2.000000' })
   })
 
   test('once the batch in flight counts as stuck, queued operations with a deadline are withdrawn at once; the rest stay queued', async () => {
@@ -361,9 +415,9 @@ describe('the pipelined group-commit writer', () => {
       throw new Error('connect ECONNREFUSED')
     }
     try {
-      const taken = eventRow(fx.org.id, 'account.funded', { accountId: account }, new Date())
-      await ledger().submit(credit(account, 1_000_000n, { events: [taken] }))
-      expect((await settled(ledger().submit(credit(account, 1_000_000n, { events: [{ ...taken }] })))).ok).toBe(false)
+      await ledger().submit(credit(account, 1_000_000n))
+      loseConnectionOnce()
+      expect((await settled(ledger().submit(credit(account, 1_000_000n)))).ok).toBe(false)
       await started
       // Longer than the fail-fast window after the failed batch: still unhealthy, the read-back is under way.
       await Bun.sleep(300)

@@ -32,6 +32,14 @@ export async function refreshCachedKey(db: Database, cache: KeyCache, keyId: str
   if (row) cache.upsertKey(toCachedKey(row))
 }
 
+/** A key and its organization by the key's hash, for a key missing from the cache. */
+export async function readKeyByHash(db: Database, keyHash: string): Promise<{ key: CachedKey; org: CachedOrg | undefined } | undefined> {
+  const [row] = await db.select().from(apiKeys).where(eq(apiKeys.keyHash, keyHash))
+  if (row === undefined) return undefined
+  const org = await findOrganization(db, row.orgId)
+  return { key: toCachedKey(row), org: org === undefined ? undefined : toCachedOrg(org) }
+}
+
 export async function refreshCachedOrg(db: Database, cache: KeyCache, orgId: string): Promise<void> {
   const [row] = await db.select().from(organizations).where(eq(organizations.id, orgId))
   if (row) cache.upsertOrg(toCachedOrg(row))
