@@ -503,7 +503,7 @@ async function slowRecorded(base: string): Promise<number> {
 
 /**
  * The slow authorizations the server recorded after `after` that it still keeps, read a page at a
- * time: the log read whole held the server's thread for up to 633 ms (docs/authorization.md, "Where a
+ * time: the log read whole held the server's thread for up to 633 ms (docs/architecture.md, "Where a
  * slow authorization's time went").
  */
 async function slowSince(base: string, after: number): Promise<SlowAuthorization[]> {

@@ -54,7 +54,7 @@ const RATE = Number(process.env.HTTP_FLOOR_RATE ?? 0)
  * embedded in-memory PGlite instead. The writes are skipped either way, but PGlite's memory (about
  * 1 GB of WebAssembly memory and buffers once it has run initdb) counts in the engine's heap, which
  * sizes its collections by it: the server then allocates hundreds of megabytes between
- * collections, and every request touches fresh pages (README, "The embedded database's memory").
+ * collections, and every request touches fresh pages (docs/architecture.md, "The embedded database's memory").
  */
 const POSTGRES = process.env.HTTP_FLOOR_EMBEDDED !== '1'
 const SERVER_BUN_ARGS = (process.env.HTTP_FLOOR_BUN_ARGS ?? '').split(' ').filter((arg) => arg !== '')

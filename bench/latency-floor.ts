@@ -33,7 +33,7 @@
  * With LATENCY_FLOOR_PAUSE_SERVER=cycles,stopMs,runMs,afterMs (for instance 40,30,5,2000), the
  * server process is stopped (SIGSTOP) for stopMs and let run (SIGCONT) for runMs, cycles times,
  * starting afterMs into the measured run: what a host that takes the machine's cores away again and
- * again does to a server, every thread of it stopped at once (docs/authorization.md, "Load shedding").
+ * again does to a server, every thread of it stopped at once (docs/architecture.md, "Load shedding").
  *
  * `npm run bench` runs `bare`, `select` and `commit` at 1000/s and `group` at 10,000/s in its floor
  * part, beside its own runs of Kassa.

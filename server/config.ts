@@ -132,7 +132,7 @@ export const SLOW_AUTHORIZATIONS_KEPT_DEFAULT = 4096
  * the main thread no more. The cost: the main thread takes the blocks' page faults itself (over
  * HTTP it took fewer per answer, not more).
  *
- * The measurements are in docs/authorization.md ("The runtime's own settings"). `npm start` and
+ * The measurements are in docs/architecture.md ("The runtime's own settings"). `npm start` and
  * the benchmark set both; `server/main.ts` says at start whether each is set.
  */
 export const SERVER_PROCESS_ENV: Readonly<Record<string, string>> = { BUN_GC_TIMER_DISABLE: '1', BUN_JSC_useWarmUpMarkedBlocks: 'false' }

@@ -8,8 +8,8 @@ import { getPriority, setPriority } from 'node:os'
  * collector, the allocator's scavenger, Bun's I/O pool. Their work is useful, but none of it is a
  * request's, and on cores shared with the database and the rest of the machine the scheduler let
  * them keep the core the main thread was woken on for 1 to 4 ms while it waited, ready to run:
- * `perf sched` at 1000/s on the twenty-second machine counted 21 such waits over 1 ms in 4 s,
- * behind the compiler and the scavenger (docs/authorization.md, "The request thread first").
+ * `perf sched` at 1000/s counted 21 such waits over 1 ms in 4 s,
+ * behind the compiler and the scavenger (docs/architecture.md, "The request thread first").
  *
  * So the other threads run at the lowest priority (nice 19: about 1.5% of a core against the main
  * thread when both want the same one, and all of any core that nothing else wants), and the main

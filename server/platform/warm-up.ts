@@ -12,8 +12,8 @@ import { randomToken } from '../lib/hash.ts'
  * and the database dropped before the server takes traffic.
  *
  * Why: a fresh process answered its first seconds of authorizations slower than the same process
- * once warm (at 1000/s, p99 about 5 ms against 3 to 4; docs/benchmarks.md, the forty-ninth machine,
- * and docs/authorization.md, "The warm-up before listening"). The cause was the process's own (not its Postgres or
+ * once warm (at 1000/s, p99 about 5 ms against 3 to 4; eight-second runs of
+ * `npm run bench`; docs/architecture.md, "The warm-up before listening"). The cause was the process's own (not its Postgres or
  * HTTP connections, nor the load generator), and what lowered it was the path itself run as it will
  * run: this server's settings, lone batches, a real Postgres connection. Declines, reads, or the
  * same path on PGlite or with the tests' settings did not.
