@@ -1,13 +1,9 @@
-import { installPostgresDriverPatch } from '../db/postgres-driver-patch.ts'
 import { gcTimerSummary, heapWarmUpSummary, loadConfigOrExit } from './config.ts'
 import { requestThreadFirst } from './platform/thread-priority.ts'
 import { startDeliveryProcess } from './platform/delivery-process.ts'
 import { DataFolderInUse } from '../db/folder-lock.ts'
-
-// Before anything loads the postgres.js driver: it must be loaded with its crash guard.
-installPostgresDriverPatch()
-const { createApp } = await import('./app.ts')
-const { warmUp, warmUpSummary } = await import('./platform/warm-up.ts')
+import { createApp } from './app.ts'
+import { warmUp, warmUpSummary } from './platform/warm-up.ts'
 
 async function main(): Promise<void> {
   const config = loadConfigOrExit('kassa')
