@@ -36,7 +36,6 @@
  */
 import { KeepAliveClient, type HttpAnswer } from './http-client.ts'
 import { createBenchDatabase, inProcessFundedOrg, paced, processCpuMs, processStat, skipLedgerWrites } from './support.ts'
-import { SERVER_PROCESS_ENV } from '../server/config.ts'
 
 const DURATION_MS = Number(process.env.HTTP_FLOOR_DURATION_MS ?? 6000)
 const CONNECTIONS = Number(process.env.HTTP_FLOOR_CONNECTIONS ?? 128)
@@ -156,7 +155,7 @@ async function readyLine(stdout: ReadableStream<Uint8Array>): Promise<Ready> {
 async function measure(kind: string): Promise<void> {
   const benchDatabase = POSTGRES && kind.startsWith('kassa') ? await createBenchDatabase('floor') : undefined
   const databaseEnv: Record<string, string> = benchDatabase === undefined ? {} : { HTTP_FLOOR_CHILD_DATABASE_URL: benchDatabase.url }
-  const server = Bun.spawn([process.execPath, ...SERVER_BUN_ARGS, import.meta.path, 'serve', kind], { env: { ...process.env, ...SERVER_PROCESS_ENV, ...databaseEnv }, stdout: 'pipe', stderr: 'inherit' })
+  const server = Bun.spawn([process.execPath, ...SERVER_BUN_ARGS, import.meta.path, 'serve', kind], { env: { ...process.env, ...databaseEnv }, stdout: 'pipe', stderr: 'inherit' })
   try {
     const ready = await readyLine(server.stdout)
     const client = new KeepAliveClient(`http://127.0.0.1:${ready.port}`)
