@@ -963,7 +963,7 @@ const markdown = [
         '',
         `${floor.commits} single-row autocommit inserts, one at a time, over ${benchTransport()}: p50 ${floor.p50Ms} ms, p90 ${floor.p90Ms} ms, p99 ${floor.p99Ms} ms, max ${floor.maxMs} ms. Every approval waits for at least one such flush.`,
         '',
-        `The same load generator and pacing against servers that are not Kassa (bench/latency-floor.ts), at ${LATENCY_FLOOR_RATE}/s offered: \`bare\` answers at once, \`select\` after one round trip to Postgres, \`commit\` after committing one row; and at ${GROUP_FLOOR_RATE}/s: \`group\` answers each request once a multi-row insert carrying it has committed, whenever none is in flight everything waiting going out as one. \`commit\` is what any server pays on this machine to make one request durable before answering it; \`group\` is what the least group commit gets at the throughput target, with nothing else to do.`,
+        `The same load generator and pacing against servers that are not Kassa (bench/latency-floor.ts), at ${LATENCY_FLOOR_RATE}/s offered (and \`group\` at ${GROUP_FLOOR_RATE}/s when Kassa is offered that much): \`bare\` answers at once, \`commit\` after committing one row, \`group\` once a multi-row insert carrying it has committed, whenever none is in flight everything waiting going out as one. \`commit\` is what any server pays on this machine to make one request durable before answering it; \`group\` is the least a group commit does, with nothing else to do: the floor Kassa's targets are ratios to.`,
         '',
         ...latencyFloorTable(latencyFloors),
         '',
