@@ -10,6 +10,13 @@
  *      answer cannot hide the requests queued behind it (no coordinated omission);
  *    both with group commit on and off (one transaction per request), and the ratio;
  *    and 1000/s offered while a TCP proxy between the server and Postgres cuts the database off.
+ * 3. The floors (bench/latency-floor.ts: a bare server, one committing one row per request, the least
+ *    group commit, at 1000/s and in a closed loop), and each target figure printed beside its floor
+ *    with the ratio: p99 at 1000/s against the group floor's (at most 1.5x), closed-loop throughput
+ *    against the group floor's (at least 0.7x), and no answer over 500 ms.
+ * 4. The process tunings with and without (BENCH_SKIP_TUNING=1 skips them; BENCH_TUNINGS=0,1 picks
+ *    variants by index): a server as `npm start` starts it, and one with each tuning undone (the one
+ *    left: the warm-up before listening).
  * Writes JSON and markdown to bench/results/.
  *
  * Settings: BENCH_DURATION_MS (per run, default 8000), BENCH_CONNECTIONS (closed loop, default 128),
@@ -33,7 +40,7 @@ import { EMBEDDED_IN_MEMORY, openDatabase } from '../db/client.ts'
 import { TcpProxy } from '../test/support/tcp-proxy.ts'
 import { createWebhookLoad } from './webhook-receivers.ts'
 import { KeepAliveClient, type HttpAnswer } from './http-client.ts'
-import { LATENCY_FLOOR_RATE, latencyFloorTable, measureLatencyFloors } from './latency-floor.ts'
+import { LATENCY_FLOOR_RATE, latencyFloorTable, measureClosedLoopFloor, measureLatencyFloors, type ClosedLoopFloor } from './latency-floor.ts'
 import postgres from 'postgres'
 import { OPERATOR_TOKEN, type CpuPerOperation, type CpuSnapshot, type PostgresActivity, closePostgresActivity, postgresActivity, benchSocketFolder, cpuPerOperation, cpuSnapshot, benchTransport, call, createBenchDatabase, createFundedOrg, paced, percentile, round2, startServer, writeResults, type BenchOrg, type ServerProcess } from './support.ts'
 
@@ -503,7 +510,7 @@ async function slowRecorded(base: string): Promise<number> {
 
 /**
  * The slow authorizations the server recorded after `after` that it still keeps, read a page at a
- * time: the log read whole held the server's thread for up to 633 ms (docs/authorization.md, "Where a
+ * time: the log read whole held the server's thread for up to 633 ms (docs/architecture.md, "Where a
  * slow authorization's time went").
  */
 async function slowSince(base: string, after: number): Promise<SlowAuthorization[]> {
@@ -836,17 +843,105 @@ async function commitFloor(): Promise<{ commits: number; p50Ms: number; p90Ms: n
   }
 }
 
-/** BENCH_ONLY (comma-separated: floor, mitata, on, off, outage, webhooks) runs a subset. */
+/**
+ * The process tunings, each measured with and without in this one run: a server started as
+ * `npm start` starts it, and one with each tuning undone, each on a fresh database, its closed loop
+ * and then 1000/s offered. `startMs` is from spawning the server to its listening line.
+ */
+interface TuningFigures {
+  variant: string
+  env: Record<string, string>
+  startMs: number
+  closed: LoadFigures
+  at1000: LoadFigures
+}
+
+const TUNING_VARIANTS: Array<{ variant: string; env: Record<string, string> }> = [
+  { variant: 'as npm start', env: {} },
+  { variant: 'no warm-up before listening', env: { WARM_UP_AUTHORIZATIONS: '0' } },
+]
+
+async function tuningRuns(): Promise<TuningFigures[]> {
+  const variants = (process.env.BENCH_TUNINGS ?? '').split(',').filter((name) => name !== '')
+  const figures: TuningFigures[] = []
+  for (const { variant, env } of TUNING_VARIANTS.filter((entry, index) => variants.length === 0 || variants.includes(String(index)))) {
+    const database = await createBenchDatabase('authorize_tuning')
+    const spawnedAt = performance.now()
+    const server = await startServer({ ...database.serverEnv, RATE_LIMIT_STORE: 'postgres', SLOW_AUTHORIZATION_MS: SLOW_LOG_SERVER_MS, SLOW_AUTHORIZATIONS_KEPT: SLOW_LOG_KEPT, ...env })
+    const startMs = Math.round(performance.now() - spawnedAt)
+    try {
+      const orgs: BenchOrg[] = []
+      for (let index = 0; index < ORGS; index++) orgs.push(await createFundedOrg(server.base, `tuning-${index}`, ACCOUNTS, '10000000'))
+      const targets = targetsOf(orgs)
+      const closed = await closedLoop(server.base, server.process.pid, targets, true)
+      const at1000 = await openLoop(server.base, server.process.pid, targets, 1000, true)
+      console.log(`tuning | ${variant.padEnd(64)} | start ${startMs} ms | closed loop ${closed.throughputPerSecond}/s, p99 ${closed.p99Ms} ms | 1000/s p99 ${at1000.p99Ms} ms, max ${at1000.maxMs} ms | server CPU per answer ${closed.cpu.serverUs} and ${at1000.cpu.serverUs} µs`)
+      figures.push({ variant, env, startMs, closed, at1000 })
+    } finally {
+      await stopServer(server)
+      await database.drop()
+    }
+  }
+  return figures
+}
+
+interface TargetRow {
+  what: string
+  kassa: string
+  floorName: string
+  floor: string
+  ratio: number | null
+  target: string
+  met?: boolean
+}
+
+/** Each target figure of this run beside the floor measured in this run, and their ratio. */
+function targetRows(): TargetRow[] {
+  const rows: TargetRow[] = []
+  const kassa1000 = on.find((figure) => figure.offeredPerSecond === 1000)
+  const kassaClosed = on.find((figure) => figure.connections !== null)
+  const group1000 = latencyFloors.find((floor) => floor.server === 'group' && floor.rate === 1000)
+  const commit1000 = latencyFloors.find((floor) => floor.server === 'commit' && floor.rate === 1000)
+  const bare1000 = latencyFloors.find((floor) => floor.server === 'bare' && floor.rate === 1000)
+  const groupClosed = closedFloors.find((floor) => floor.server === 'group')
+  const bareClosed = closedFloors.find((floor) => floor.server === 'bare')
+  if (kassa1000 && group1000) {
+    const ratio = round2(kassa1000.p99Ms / group1000.p99Ms)
+    rows.push({ what: 'p99 at 1000/s offered', kassa: `${kassa1000.p99Ms} ms`, floorName: 'group', floor: `${group1000.p99Ms} ms`, ratio, target: 'at most 1.5x', met: ratio <= 1.5 })
+  }
+  if (kassa1000 && commit1000) rows.push({ what: 'p99 at 1000/s offered', kassa: `${kassa1000.p99Ms} ms`, floorName: 'commit, one row per request', floor: `${commit1000.p99Ms} ms`, ratio: round2(kassa1000.p99Ms / commit1000.p99Ms), target: '(for reference)' })
+  if (kassa1000 && bare1000) rows.push({ what: 'p99 at 1000/s offered', kassa: `${kassa1000.p99Ms} ms`, floorName: 'bare server', floor: `${bare1000.p99Ms} ms`, ratio: round2(kassa1000.p99Ms / bare1000.p99Ms), target: '(for reference)' })
+  if (kassaClosed && groupClosed) {
+    const ratio = round2(kassaClosed.throughputPerSecond / groupClosed.throughputPerSecond)
+    rows.push({ what: `closed-loop throughput, ${CONNECTIONS} connections`, kassa: `${kassaClosed.throughputPerSecond}/s`, floorName: 'group', floor: `${groupClosed.throughputPerSecond}/s`, ratio, target: 'at least 0.7x', met: ratio >= 0.7 })
+  }
+  if (kassaClosed && bareClosed) rows.push({ what: `closed-loop throughput, ${CONNECTIONS} connections`, kassa: `${kassaClosed.throughputPerSecond}/s`, floorName: 'bare server', floor: `${bareClosed.throughputPerSecond}/s`, ratio: round2(kassaClosed.throughputPerSecond / bareClosed.throughputPerSecond), target: '(for reference)' })
+  const loads = [...on, ...webhooks, ...tunings.flatMap((tuning) => [tuning.closed, tuning.at1000])]
+  if (loads.length > 0 || outage.length > 0) {
+    const max = Math.max(...loads.map((figure) => figure.maxMs), ...outage.map((phase) => phase.maxMs))
+    const over = loads.reduce((sum, figure) => sum + figure.overBudget, 0) + outage.reduce((sum, phase) => sum + phase.overBudget, 0)
+    rows.push({ what: 'slowest answer, every load with group commit on (database cut off included)', kassa: `${max} ms (${over} over 500 ms)`, floorName: 'the budget', floor: '500 ms', ratio: round2(max / 500), target: 'none over 500 ms', met: over === 0 })
+  }
+  return rows
+}
+
+/** BENCH_ONLY (comma-separated: floor, mitata, on, off, outage, webhooks, tuning) runs a subset. */
 const only = process.env.BENCH_ONLY ? new Set(process.env.BENCH_ONLY.split(',')) : undefined
 const wanted = (part: string, skipped = false) => (only ? only.has(part) : !skipped)
 const floor = wanted('floor') ? await commitFloor() : undefined
 // At 1000/s, one durable row per request; at the 10,000/s target, the least a group commit does there.
-const latencyFloors = wanted('floor') ? [...(await measureLatencyFloors(['bare', 'select', 'commit'])), ...(await measureLatencyFloors(['group'], GROUP_FLOOR_RATE))] : []
+// The group floor at 10,000/s only when Kassa is offered that much too (BENCH_RATES).
+const latencyFloors = wanted('floor') ? [...(await measureLatencyFloors(['bare', 'commit', 'group'])), ...(RATES.some((rate) => rate >= GROUP_FLOOR_RATE) ? await measureLatencyFloors(['group'], GROUP_FLOOR_RATE) : [])] : []
+const closedFloors: ClosedLoopFloor[] = []
+if (wanted('floor')) for (const kind of ['bare', 'group']) closedFloors.push(await measureClosedLoopFloor(kind, CONNECTIONS))
 const inProcessFigures = wanted('mitata') ? await inProcess() : []
 const on = wanted('on') ? await httpRuns(true) : []
 const off = wanted('off', SKIP_OFF) ? await httpRuns(false) : []
 const outage = wanted('outage', process.env.BENCH_SKIP_OUTAGE === '1') ? await outageRun() : []
 const webhooks = wanted('webhooks', process.env.BENCH_SKIP_WEBHOOKS === '1') ? await webhookLoadRuns() : []
+const tunings = wanted('tuning', process.env.BENCH_SKIP_TUNING === '1') ? await tuningRuns() : []
+const targets = targetRows()
+for (const row of targets) console.log(`target | ${row.what} | Kassa ${row.kassa} | floor (${row.floorName}) ${row.floor} | ratio ${row.ratio ?? '-'} | target ${row.target} | ${row.met === undefined ? '' : row.met ? 'met' : 'NOT met'}`)
 const closedOn = on.find((figure) => figure.connections !== null)
 const closedOff = off.find((figure) => figure.connections !== null)
 /** The errors of a run and what they were (refusals, 429 `rate_limited`, are counted apart). */
@@ -868,9 +963,39 @@ const markdown = [
         '',
         `${floor.commits} single-row autocommit inserts, one at a time, over ${benchTransport()}: p50 ${floor.p50Ms} ms, p90 ${floor.p90Ms} ms, p99 ${floor.p99Ms} ms, max ${floor.maxMs} ms. Every approval waits for at least one such flush.`,
         '',
-        `The same load generator and pacing against servers that are not Kassa (bench/latency-floor.ts), at ${LATENCY_FLOOR_RATE}/s offered: \`bare\` answers at once, \`select\` after one round trip to Postgres, \`commit\` after committing one row; and at ${GROUP_FLOOR_RATE}/s: \`group\` answers each request once a multi-row insert carrying it has committed, whenever none is in flight everything waiting going out as one. \`commit\` is what any server pays on this machine to make one request durable before answering it; \`group\` is what the least group commit gets at the throughput target, with nothing else to do.`,
+        `The same load generator and pacing against servers that are not Kassa (bench/latency-floor.ts), at ${LATENCY_FLOOR_RATE}/s offered (and \`group\` at ${GROUP_FLOOR_RATE}/s when Kassa is offered that much): \`bare\` answers at once, \`commit\` after committing one row, \`group\` once a multi-row insert carrying it has committed, whenever none is in flight everything waiting going out as one. \`commit\` is what any server pays on this machine to make one request durable before answering it; \`group\` is the least a group commit does, with nothing else to do: the floor Kassa's targets are ratios to.`,
         '',
         ...latencyFloorTable(latencyFloors),
+        '',
+      ]),
+  '## The targets beside their floors',
+  '',
+  'Each figure of Kassa beside the floor measured in this run by the same load generator (bench/latency-floor.ts), and their ratio.',
+  '',
+  '| figure | Kassa | floor | floor\'s figure | ratio | target | |',
+  '|---|---|---|---|---|---|---|',
+  ...targets.map((row) => `| ${row.what} | ${row.kassa} | ${row.floorName} | ${row.floor} | ${row.ratio === null ? '' : `${row.ratio}x`} | ${row.target} | ${row.met === undefined ? '' : row.met ? 'met' : '**not met**'} |`),
+  '',
+  ...(closedFloors.length === 0
+    ? []
+    : [
+        `Floors in a closed loop, ${CONNECTIONS} connections:`,
+        '',
+        '| server | answered/s | p50 ms | p99 ms | max ms | server µs | Postgres µs | machine busy |',
+        '|---|---|---|---|---|---|---|---|',
+        ...closedFloors.map((floor) => `| ${floor.server} | ${floor.throughputPerSecond} | ${floor.p50Ms} | ${floor.p99Ms} | ${floor.maxMs} | ${floor.serverUs} | ${floor.postgresUs} | ${floor.machineBusyPercent}% |`),
+        '',
+      ]),
+  ...(tunings.length === 0
+    ? []
+    : [
+        '## Process tunings, with and without',
+        '',
+        'A server started as `npm start` starts it, and one with each tuning undone, each fresh on its own database, one after another in this run; ratios are to the first row (closed loop: higher is better; p99: lower is better).',
+        '',
+        '| server | start ms | closed loop /s | ratio | closed-loop p99 ms | 1000/s p99 ms | ratio | 1000/s max ms | server µs per answer at 1000/s |',
+        '|---|---|---|---|---|---|---|---|---|',
+        ...tunings.map((tuning) => `| ${tuning.variant} | ${tuning.startMs} | ${tuning.closed.throughputPerSecond} | ${round2(tuning.closed.throughputPerSecond / tunings[0]!.closed.throughputPerSecond)}x | ${tuning.closed.p99Ms} | ${tuning.at1000.p99Ms} | ${round2(tuning.at1000.p99Ms / tunings[0]!.at1000.p99Ms)}x | ${tuning.at1000.maxMs} | ${tuning.at1000.cpu.serverUs} |`),
         '',
       ]),
   '## In process (mitata)',
@@ -956,6 +1081,6 @@ const markdown = [
   '',
 ].join('\n')
 console.log(`\n${markdown}`)
-const path = writeResults('authorize', { at: new Date().toISOString(), transport: benchTransport(), commitFloor: floor, latencyFloors, inProcess: inProcessFigures, http: { groupCommitOn: on, groupCommitOff: off, ratio }, outage, webhooks }, markdown)
+const path = writeResults('authorize', { at: new Date().toISOString(), transport: benchTransport(), commitFloor: floor, latencyFloors, inProcess: inProcessFigures, http: { groupCommitOn: on, groupCommitOff: off, ratio }, closedFloors, targets, tunings, outage, webhooks }, markdown)
 console.log(`results written to ${path}`)
 await closePostgresActivity()

@@ -36,7 +36,6 @@
  */
 import { KeepAliveClient, type HttpAnswer } from './http-client.ts'
 import { createBenchDatabase, inProcessFundedOrg, paced, processCpuMs, processStat, skipLedgerWrites } from './support.ts'
-import { SERVER_PROCESS_ENV } from '../server/config.ts'
 
 const DURATION_MS = Number(process.env.HTTP_FLOOR_DURATION_MS ?? 6000)
 const CONNECTIONS = Number(process.env.HTTP_FLOOR_CONNECTIONS ?? 128)
@@ -54,7 +53,7 @@ const RATE = Number(process.env.HTTP_FLOOR_RATE ?? 0)
  * embedded in-memory PGlite instead. The writes are skipped either way, but PGlite's memory (about
  * 1 GB of WebAssembly memory and buffers once it has run initdb) counts in the engine's heap, which
  * sizes its collections by it: the server then allocates hundreds of megabytes between
- * collections, and every request touches fresh pages (README, "The embedded database's memory").
+ * collections, and every request touches fresh pages (docs/architecture.md, "The embedded database's memory").
  */
 const POSTGRES = process.env.HTTP_FLOOR_EMBEDDED !== '1'
 const SERVER_BUN_ARGS = (process.env.HTTP_FLOOR_BUN_ARGS ?? '').split(' ').filter((arg) => arg !== '')
@@ -156,7 +155,7 @@ async function readyLine(stdout: ReadableStream<Uint8Array>): Promise<Ready> {
 async function measure(kind: string): Promise<void> {
   const benchDatabase = POSTGRES && kind.startsWith('kassa') ? await createBenchDatabase('floor') : undefined
   const databaseEnv: Record<string, string> = benchDatabase === undefined ? {} : { HTTP_FLOOR_CHILD_DATABASE_URL: benchDatabase.url }
-  const server = Bun.spawn([process.execPath, ...SERVER_BUN_ARGS, import.meta.path, 'serve', kind], { env: { ...process.env, ...SERVER_PROCESS_ENV, ...databaseEnv }, stdout: 'pipe', stderr: 'inherit' })
+  const server = Bun.spawn([process.execPath, ...SERVER_BUN_ARGS, import.meta.path, 'serve', kind], { env: { ...process.env, ...databaseEnv }, stdout: 'pipe', stderr: 'inherit' })
   try {
     const ready = await readyLine(server.stdout)
     const client = new KeepAliveClient(`http://127.0.0.1:${ready.port}`)

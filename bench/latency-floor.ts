@@ -7,7 +7,7 @@
  * the disk's flush), not Kassa's. Figures only: nothing here passes or fails.
  *
  * Each server runs in a child process; the generator sends LATENCY_FLOOR_RATE requests a second
- * (default 1000) on a fixed schedule for LATENCY_FLOOR_DURATION_MS (default 8000) after a 1.5 s
+ * (default 1000) on a fixed schedule for LATENCY_FLOOR_DURATION_MS (default BENCH_DURATION_MS, else 8000) after a 1.5 s
  * warm-up, with the pacing and keep-alive client of `npm run bench`, and counts each latency from
  * when its request was due. Servers:
  * - `bare`: `Bun.serve` parsing the body and answering a fixed payment-shaped JSON;
@@ -33,21 +33,21 @@
  * With LATENCY_FLOOR_PAUSE_SERVER=cycles,stopMs,runMs,afterMs (for instance 40,30,5,2000), the
  * server process is stopped (SIGSTOP) for stopMs and let run (SIGCONT) for runMs, cycles times,
  * starting afterMs into the measured run: what a host that takes the machine's cores away again and
- * again does to a server, every thread of it stopped at once (docs/authorization.md, "Load shedding").
+ * again does to a server, every thread of it stopped at once (docs/architecture.md, "Load shedding").
  *
- * `npm run bench` runs `bare`, `select` and `commit` at 1000/s and `group` at 10,000/s in its floor
- * part, beside its own runs of Kassa.
+ * `npm run bench` runs `bare`, `commit` and `group` at 1000/s, `group` at 10,000/s, and `bare` and
+ * `group` in a closed loop (`measureClosedLoopFloor`) in its floor part, and prints Kassa's figures
+ * beside them with the ratios.
  */
 import postgres from 'postgres'
 import { socketOf } from '../db/client.ts'
 import { KeepAliveClient, type HttpAnswer } from './http-client.ts'
-import { SERVER_PROCESS_ENV } from '../server/config.ts'
 import { benchTransport, cpuPerOperation, cpuSnapshot, createBenchDatabase, createFundedOrg, paced, percentile, round2, startListening, startServer, writeResults, type BenchOrg, type ServerProcess } from './support.ts'
 
 const RATE = Number(process.env.LATENCY_FLOOR_RATE ?? 1000)
 const BURN_SERVER_US = Number(process.env.LATENCY_FLOOR_BURN_SERVER_US ?? 0)
 const BURN_POSTGRES_ROWS = Math.trunc(Number(process.env.LATENCY_FLOOR_BURN_POSTGRES_ROWS ?? 0))
-const DURATION_MS = Number(process.env.LATENCY_FLOOR_DURATION_MS ?? 8000)
+const DURATION_MS = Number(process.env.LATENCY_FLOOR_DURATION_MS ?? process.env.BENCH_DURATION_MS ?? 8000)
 const WARMUP_MS = 1500
 const PAUSE = pauseOf(process.env.LATENCY_FLOOR_PAUSE_SERVER)
 
@@ -167,9 +167,9 @@ async function serve(kind: string, databaseUrl: string | undefined): Promise<voi
   console.log(`listening on http://127.0.0.1:${server.port}`)
 }
 
-/** Starts a bare server in a child process (this file, `serve <kind>`), in the environment Kassa's server starts with. */
+/** Starts a bare server in a child process (this file, `serve <kind>`). */
 function startBare(kind: string, databaseUrl: string): Promise<ServerProcess> {
-  return startListening([process.execPath, import.meta.path, 'serve', kind], { ...SERVER_PROCESS_ENV, LATENCY_FLOOR_DATABASE_URL: databaseUrl })
+  return startListening([process.execPath, import.meta.path, 'serve', kind], { LATENCY_FLOOR_DATABASE_URL: databaseUrl })
 }
 
 /** Drives `base` at `rate` for the warm-up and the measured run; answers the measured run's figures. */
@@ -246,6 +246,85 @@ async function measure(kind: string, rate: number): Promise<LatencyFloor> {
     const server = await startBare(kind, database.serverEnv.DATABASE_URL!)
     try {
       return await drive(kind, server, rate, (client) => [client.prepare('POST', '/v1/payments/authorize', { 'content-type': 'application/json' }, REQUEST_BODY)])
+    } finally {
+      await server.stop()
+    }
+  } finally {
+    await database.drop()
+  }
+}
+
+/** A server's closed loop: `connections` keep-alive connections, each sending its next request once the last is answered. */
+export interface ClosedLoopFloor {
+  server: string
+  connections: number
+  answered: number
+  throughputPerSecond: number
+  p50Ms: number
+  p99Ms: number
+  maxMs: number
+  serverUs: number
+  postgresUs: number
+  machineBusyPercent: number
+}
+
+/** Drives `running` in a closed loop for the warm-up and the measured run. */
+async function driveClosed(server: string, running: ServerProcess, connections: number, requests: (client: KeepAliveClient) => Buffer[]): Promise<ClosedLoopFloor> {
+  const client = new KeepAliveClient(running.base)
+  await client.warm(connections)
+  const prepared = requests(client)
+  const latencies: number[] = []
+  let recording = false
+  let stop = false
+  let sent = 0
+  const loop = async () => {
+    while (!stop) {
+      const startedAt = performance.now()
+      const measured = recording
+      try {
+        await client.send(prepared[sent++ % prepared.length]!)
+      } catch {
+        continue
+      }
+      if (measured && recording) latencies.push(performance.now() - startedAt)
+    }
+  }
+  const loops = Array.from({ length: connections }, loop)
+  await Bun.sleep(WARMUP_MS)
+  const before = cpuSnapshot(running.process.pid)
+  recording = true
+  const startedAt = performance.now()
+  await Bun.sleep(DURATION_MS)
+  recording = false
+  const elapsedMs = performance.now() - startedAt
+  const cpu = cpuPerOperation(before, cpuSnapshot(running.process.pid), latencies.length)
+  stop = true
+  await Promise.all(loops)
+  client.close()
+  latencies.sort((a, b) => a - b)
+  return {
+    server,
+    connections,
+    answered: latencies.length,
+    throughputPerSecond: Math.round((latencies.length * 1000) / elapsedMs),
+    p50Ms: round2(percentile(latencies, 0.5)),
+    p99Ms: round2(percentile(latencies, 0.99)),
+    maxMs: round2(latencies.at(-1) ?? 0),
+    serverUs: cpu.serverUs,
+    postgresUs: cpu.postgresUs,
+    machineBusyPercent: cpu.machineBusyPercent,
+  }
+}
+
+/** The closed-loop throughput of a floor server (`bare`, `commit`, `group`): what `npm run bench` sets Kassa's closed loop beside. */
+export async function measureClosedLoopFloor(kind: string, connections: number): Promise<ClosedLoopFloor> {
+  const database = await createBenchDatabase(`latency_floor_closed_${kind}`)
+  try {
+    const server = await startBare(kind, database.serverEnv.DATABASE_URL!)
+    try {
+      const floor = await driveClosed(kind, server, connections, (client) => [client.prepare('POST', '/v1/payments/authorize', { 'content-type': 'application/json' }, REQUEST_BODY)])
+      console.log(`latency floor | ${kind.padEnd(6)} | closed loop, ${connections} connections | ${floor.throughputPerSecond}/s | p50 ${floor.p50Ms} ms | p99 ${floor.p99Ms} ms | max ${floor.maxMs} ms | CPU per answer: server ${floor.serverUs} µs, Postgres ${floor.postgresUs} µs, machine ${floor.machineBusyPercent}% busy`)
+      return floor
     } finally {
       await server.stop()
     }

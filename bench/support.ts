@@ -9,7 +9,6 @@ import postgres from 'postgres'
 import { withDatabaseName } from '../db/client.ts'
 import type { Kassa } from '../server/app.ts'
 import type { LedgerOperation } from '../server/ledger/writer.ts'
-import { SERVER_PROCESS_ENV } from '../server/config.ts'
 
 export const SERVER_URL = process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/postgres'
 export const OPERATOR_TOKEN = 'bench-operator-token-0123456789abcdef0123'
@@ -109,8 +108,6 @@ export interface ServerProcess {
 export function startServer(env: Record<string, string>): Promise<ServerProcess> {
   const nice = process.env.BENCH_SERVER_NICE ? ['nice', '-n', process.env.BENCH_SERVER_NICE] : []
   return startListening([...nice, './node_modules/.bin/bun', ...(process.env.BENCH_SERVER_BUN_ARGS ? process.env.BENCH_SERVER_BUN_ARGS.split(' ') : []), 'server/main.ts'], {
-    // As `npm start` runs it; BENCH_SERVER_ENV can undo it (`{"BUN_GC_TIMER_DISABLE":"0"}`).
-    ...SERVER_PROCESS_ENV,
     ...serverEnvironment(),
     PORT: '0',
     HOST: '127.0.0.1',

@@ -128,7 +128,7 @@ function openPostgres(databaseUrl: string, poolMax: number, pool = { application
  * copies of it, where an initialized data directory opens with about 390 MB. A folder is
  * initialized in place the first time; an in-memory database loads a template data directory, made
  * once per PGlite version and kept in the system's temporary folder, instead of running initdb.
- * README, "The embedded database's memory".
+ * docs/architecture.md, "The embedded database's memory".
  */
 async function openPglite(path: string): Promise<DatabaseHandle> {
   let client: PGlite

@@ -4,7 +4,7 @@
  * 1 GB in all) for as long as the process lives, closed or not, where a data directory that is
  * already initialized opens with about 390 MB. The engine counts that memory in its heap and sizes
  * its collections by it, so the serving process would also let garbage grow by about as much
- * between collections (README, "The embedded database's memory").
+ * between collections (docs/architecture.md, "The embedded database's memory").
  *
  *   bun db/pglite-init.ts dir <folder>    initializes the data directory in <folder>
  *   bun db/pglite-init.ts template <file> writes an initialized data directory to <file> (a tar),

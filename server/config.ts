@@ -61,14 +61,6 @@ export interface Config {
    */
   loadShedding: boolean
   /**
-   * The request thread first (`REQUEST_THREAD_FIRST`, on by default; Linux): the server process's
-   * other threads (the engine's compilers, collector helpers, the allocator's scavenger) at the
-   * lowest priority and a short scheduler slice for the main thread, which serves every request
-   * (`server/platform/thread-priority.ts`). Applied by `server/main.ts` only, never to a test's
-   * own process.
-   */
-  requestThreadFirst: boolean
-  /**
    * Authorizations slower than this (milliseconds from arrival to answer; `SLOW_AUTHORIZATION_MS`,
    * default 3, the contract's p99 at 1000/s) are kept, the newest `slowAuthorizationsKept`, with
    * where their time went, for `GET /ops/v1/payments/slow`. 0 keeps every one.
@@ -112,47 +104,6 @@ export const WARM_UP_AUTHORIZATIONS_DEFAULT = 8000
 
 /** How many slow authorizations the log keeps unless `SLOW_AUTHORIZATIONS_KEPT` says otherwise. */
 export const SLOW_AUTHORIZATIONS_KEPT_DEFAULT = 4096
-
-/**
- * Environment the server's process is started with, which no setting read after start can change.
- *
- * Bun's own idle garbage-collection timer off (`BUN_GC_TIMER_DISABLE=1`). That timer asks the
- * engine for a collection about once a second while the heap grows, on top of the engine's own
- * collections paced by allocation, so a process that stops allocating still returns memory. Under
- * a steady stream of authorizations each of those collections pauses the one thread at a moment
- * unrelated to the load, and the few requests and the commit reply it holds up are late together.
- * The cost: an idle server keeps its garbage until the engine's own timers collect it.
- *
- * The engine's heap warm-up thread off (`BUN_JSC_useWarmUpMarkedBlocks=false`). Once a process has
- * asked for 64 blocks of garbage-collected heap, JavaScriptCore starts a thread (`JSCWarmUp`) that
- * makes blocks resident ahead of the allocator, so the thread that allocates does not fault on
- * them. Kassa's allocation never stops under load, and that thread took 300 to 380 ms of CPU in
- * every 4 s of authorizations in process, on two cores the server shares with Postgres and the
- * load generator: with it off the process spent 64 to 67 µs per authorization against 76 to 81,
- * the main thread no more. The cost: the main thread takes the blocks' page faults itself (over
- * HTTP it took fewer per answer, not more).
- *
- * The measurements are in docs/authorization.md ("The runtime's own settings"). `npm start` and
- * the benchmark set both; `server/main.ts` says at start whether each is set.
- */
-export const SERVER_PROCESS_ENV: Readonly<Record<string, string>> = { BUN_GC_TIMER_DISABLE: '1', BUN_JSC_useWarmUpMarkedBlocks: 'false' }
-
-/** What `server/main.ts` prints of Bun's idle collection timer, read from the process' environment. */
-export function gcTimerSummary(env: Environment = process.env): string {
-  const value = env.BUN_GC_TIMER_DISABLE
-  // As Bun reads it (tried on Bun 1.4.5): empty, "0", "false", "no" and "off", in any case, leave the timer on; any other value turns it off.
-  const off = value !== undefined && !['', '0', 'false', 'no', 'off'].includes(value.toLowerCase())
-  return off ? `off (BUN_GC_TIMER_DISABLE=${value})` : 'on (start with BUN_GC_TIMER_DISABLE=1, as npm start does)'
-}
-
-/** What `server/main.ts` prints of the engine's heap warm-up thread, read from the process' environment. */
-export function heapWarmUpSummary(env: Environment = process.env): string {
-  const value = env.BUN_JSC_useWarmUpMarkedBlocks
-  // As JavaScriptCore reads a boolean option (tried on Bun 1.4.5): "false", "no" and "0", in any
-  // case, turn it off; "true", "yes" and "1" leave it on; anything else stops Bun before it starts.
-  const off = value !== undefined && ['false', 'no', '0'].includes(value.toLowerCase())
-  return off ? `off (BUN_JSC_useWarmUpMarkedBlocks=${value})` : 'on (start with BUN_JSC_useWarmUpMarkedBlocks=false, as npm start does)'
-}
 
 export class ConfigError extends Error {
   override name = 'ConfigError'
@@ -278,7 +229,6 @@ export function loadConfig(env: Environment = process.env): Config {
     ledgerPipelineDepth: readInteger(env, 'LEDGER_PIPELINE_DEPTH', 2, 1, 16),
     ledgerPipelineMinOperations: readInteger(env, 'LEDGER_PIPELINE_MIN_OPERATIONS', 32, 1, 256),
     loadShedding: readBoolean(env, 'LOAD_SHEDDING', true),
-    requestThreadFirst: readBoolean(env, 'REQUEST_THREAD_FIRST', true),
     slowAuthorizationMs: readInteger(env, 'SLOW_AUTHORIZATION_MS', 3, 0, 500),
     slowAuthorizationsKept: readInteger(env, 'SLOW_AUTHORIZATIONS_KEPT', SLOW_AUTHORIZATIONS_KEPT_DEFAULT, 1, 1_000_000),
     databasePoolMax: readInteger(env, 'DATABASE_POOL_MAX', 10, 1, 200),
@@ -340,7 +290,6 @@ export function configForTests(overrides: Partial<Config> = {}): Config {
     ledgerPipelineDepth: 2,
     ledgerPipelineMinOperations: 1,
     loadShedding: false,
-    requestThreadFirst: false,
     slowAuthorizationMs: 3,
     slowAuthorizationsKept: SLOW_AUTHORIZATIONS_KEPT_DEFAULT,
     databasePoolMax: 10,

@@ -1,5 +1,6 @@
-import { installPostgresDriverPatch } from '../db/postgres-driver-patch.ts'
 import { loadConfigOrExit } from './config.ts'
+import { closeRuntime, createDeliveryRuntime } from './runtime.ts'
+import { runDeliveryWorker } from './modules/webhooks/worker.ts'
 
 /**
  * The webhook delivery process: the delivery worker alone, started by a listening server beside
@@ -12,11 +13,6 @@ import { loadConfigOrExit } from './config.ts'
  * conditional update claims each due delivery). It ends when its server does: on SIGTERM, and when
  * its standard input, held open by the server, closes (the server ended, even by `kill -9`).
  */
-
-// Before anything loads the postgres.js driver: it must be loaded with its crash guard.
-installPostgresDriverPatch()
-const { closeRuntime, createDeliveryRuntime } = await import('./runtime.ts')
-const { runDeliveryWorker } = await import('./modules/webhooks/worker.ts')
 
 const config = loadConfigOrExit('kassa delivery')
 if (config.databaseUrl === undefined) {

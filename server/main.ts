@@ -1,14 +1,9 @@
-import { installPostgresDriverPatch } from '../db/postgres-driver-patch.ts'
-import { gcTimerSummary, heapWarmUpSummary, loadConfigOrExit } from './config.ts'
-import { requestThreadFirst } from './platform/thread-priority.ts'
+import { loadConfigOrExit } from './config.ts'
 import { startDeliveryProcess } from './platform/delivery-process.ts'
 import { DataFolderInUse } from '../db/folder-lock.ts'
-
-// Before anything loads the postgres.js driver: it must be loaded with its crash guard.
-installPostgresDriverPatch()
-const { createApp } = await import('./app.ts')
-const { warmUp, warmUpSummary } = await import('./platform/warm-up.ts')
-const { BUN_BODY_BACKSTOP_BYTES } = await import('./platform/body.ts')
+import { createApp } from './app.ts'
+import { warmUp, warmUpSummary } from './platform/warm-up.ts'
+import { BUN_BODY_BACKSTOP_BYTES } from './platform/body.ts'
 
 async function main(): Promise<void> {
   const config = loadConfigOrExit('kassa')
@@ -19,7 +14,7 @@ async function main(): Promise<void> {
   const onSignalWhileWarming = (signal: NodeJS.Signals) => stopWarmUp.abort(signal)
   process.once('SIGINT', onSignalWhileWarming)
   process.once('SIGTERM', onSignalWhileWarming)
-  const warm = config.warmUpAuthorizations > 0 ? await warmUp(config, createApp, { signal: stopWarmUp.signal }) : undefined
+  const warm = config.warmUpAuthorizations > 0 ? await warmUp(config, createApp, { signal: stopWarmUp.signal, onCreated: (name) => console.log(`kassa: warm-up database: ${name}`) }) : undefined
   process.off('SIGINT', onSignalWhileWarming)
   process.off('SIGTERM', onSignalWhileWarming)
   console.log(`kassa: warm-up: ${warmUpSummary(config, warm)}`)
@@ -54,10 +49,6 @@ async function main(): Promise<void> {
     `kassa ${config.serviceEnv} listening on http://${server.hostname}:${server.port} ` +
       `(database: ${config.databaseUrl ? 'postgres' : `embedded at ${config.dataDir}`})`,
   )
-  const priority = config.requestThreadFirst ? await requestThreadFirst() : undefined
-  console.log(`kassa: request thread first: ${priority ? priority.summary : 'off (REQUEST_THREAD_FIRST=false)'}`)
-  console.log(`kassa: Bun's idle GC timer: ${gcTimerSummary()}`)
-  console.log(`kassa: the engine's heap warm-up thread: ${heapWarmUpSummary()}`)
   // Started once the server listens: a start refused above leaves no worker behind.
   const delivery = config.webhookDelivery && config.webhookDeliveryProcess ? startDeliveryProcess(config.webhookDeliveryNice) : undefined
   console.log(
@@ -65,7 +56,6 @@ async function main(): Promise<void> {
   )
   const shutdown = async (signal: string) => {
     console.log(`kassa: ${signal}, shutting down`)
-    priority?.stop()
     await delivery?.stop()
     await kassa.close()
     process.exit(0)

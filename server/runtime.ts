@@ -201,8 +201,7 @@ const DELIVERY_POOL_MAX = 4
  * milliseconds of such commits in a crash of the database, never a part of one: the cursor goes
  * back with the rows it wrote (fanned out again), a claim's lease is gone (attempted again), an
  * outcome is gone (attempted again, which receivers already take, deduplicating on the event id).
- * Its flushes no longer queue with the authorizations' at the disk (README, "Webhooks and the event
- * log"). Nothing of money is written by this process.
+ * Its flushes no longer queue with the authorizations' at the disk (docs/architecture.md, "Background work"). Nothing of money is written by this process.
  */
 const DELIVERY_SESSION = { synchronous_commit: 'off' }
 

@@ -45,7 +45,7 @@ const OWNER_DURABLE = 4
  * moves on and the view falls back to its own copies (the last values it read or wrote).
  *
  * Nothing of a pending hold stays in the collector's heap once its callers drop their views: a hold
- * can stay pending for a day, and every full collection traced each of them (README, "Benchmarks").
+ * can stay pending for a day, and every full collection traced each of them (docs/architecture.md, "The ledger").
  */
 class StoredHold implements PendingHold {
   readonly id: string
@@ -192,8 +192,7 @@ class Interned {
  * slot and generation. So however many holds are pending (up to a day of uncaptured
  * authorizations), the garbage collector has nothing of them to trace: with 300,000 uncaptured
  * authorizations a full collection took 75.9 ms when each hold was an object and its id a string,
- * and 12.1 ms as typed arrays, what it took before any (`bench/authorize-memory.ts`, README
- * "Benchmarks"). Callers get views (`StoredHold`): `get` and `due` make one per call, cheap and
+ * and 12.1 ms as typed arrays, what it took before any (`bench/authorize-memory.ts`). Callers get views (`StoredHold`): `get` and `due` make one per call, cheap and
  * short-lived, and `set` attaches the caller's own. Whether a view still shows a pending hold is
  * `isPending`, not its identity: two views of one hold are different objects.
  *

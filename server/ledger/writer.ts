@@ -879,7 +879,7 @@ export class GroupCommitWriter {
     // A payment that records its reservation is created by this commit (its hold is never added to
     // a row written before): a plain insert, which a second row with its key fails loudly. Only
     // payments moving to a new state are upserted; an upsert costs Postgres a probe of the key and
-    // a speculative insertion per row (see "The ledger" in the README).
+    // a speculative insertion per row (docs/architecture.md, "Group commit").
     const created = rowsOf(ops, (op) => (op.recordedByPayment ? op.payments : undefined))
     const moved = lastStatePerId(rowsOf(ops, (op) => (op.recordedByPayment ? undefined : op.payments)))
     assertCreatedOnce(created, moved)

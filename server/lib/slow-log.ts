@@ -21,8 +21,7 @@ export interface SlowLogCodec<Entry> {
  * benchmark's servers keep 131,072 slow authorizations, three objects each as objects: the entry,
  * its phases and its payment's id), and at each young-generation (eden) collection rescanned,
  * whole, every chunk of the ring given a new entry since the one before (one array of 131,072
- * paused each eden collection 1.56 ms on average in isolation, against 0.67 ms in chunks of 4096;
- * README, the thirtieth machine). Typed arrays hold nothing to trace or rescan. The ring is still
+ * paused each eden collection 1.56 ms on average in isolation, against 0.67 ms in chunks of 4096). Typed arrays hold nothing to trace or rescan. The ring is still
  * allocated a chunk of `chunkSize` entries at a time, so a log that is never full stays small.
  */
 export class SlowLog<Entry> {
@@ -70,7 +69,7 @@ export class SlowLog<Entry> {
    * At most `limit` kept entries, oldest first, each with its sequence number (the n-th entry given
    * is n): those after `after`, or, without it, the newest `limit`. Reading costs the calling thread
    * in proportion to the page, not to the log: a log of 131,072 read whole held the server's thread
-   * for 357 to 633 ms (docs/authorization.md, "Where a slow authorization's time went").
+   * for 357 to 633 ms (docs/architecture.md, "Where a slow authorization's time went").
    * `missed` counts the entries after `after` that were overwritten before this read; `hasMore`
    * says whether newer kept entries follow the page.
    */

@@ -115,7 +115,7 @@ export function countRequest(
 /**
  * Puts a counted request's rate headers on `set`, and answers its refusal when it is past its
  * limit: answered rather than thrown, since a caller past its limit may send thousands of these,
- * and each should cost as little as a refusal can (README, "Rate limits").
+ * and each should cost as little as a refusal can (README, "API decisions where the contract is silent").
  */
 export function rateLimited(decision: RateDecision, request: Request, set: { headers: Record<string, unknown> }): Response | undefined {
   set.headers['x-ratelimit-limit'] = String(decision.limit)

@@ -12,7 +12,7 @@
  * spin the loop.
  *
  * An idle pass runs once per backstop and asks Postgres one or two questions. With the sweeps
- * polling every 250 ms an idle server used 36 to 43 ms of CPU a second (README, "Background sweeps").
+ * polling every 250 ms an idle server used 36 to 43 ms of CPU a second (docs/architecture.md, "Background work").
  */
 export interface DueSweepOptions {
   name: string

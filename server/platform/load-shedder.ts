@@ -12,7 +12,7 @@
  * call) has no standing queue of its own to shed. One stop is one late tick and never shed; stops
  * tick after tick would otherwise look like a thread past capacity. The ticks late while a stop's
  * backlog is read are busy, and count. The defaults favour the 500 ms budget over never
- * shedding at saturation; the rules compared to reach them are in docs/authorization.md ("Load
+ * shedding at saturation; the rules compared to reach them are in docs/architecture.md ("Load
  * shedding").
  */
 export interface SheddingPolicy {
@@ -37,8 +37,8 @@ export interface SheddingPolicy {
 }
 
 /**
- * A turn overdue by 100 ms sheds all it still reads (the twenty-eighth machine's session): past
- * capacity the thread ran one turn of 2.2 s there (from its schedstat: running, not waiting for a
+ * A turn overdue by 100 ms sheds all it still reads: past
+ * capacity the thread ran one turn of 2.2 s in one measured run (from its schedstat: running, not waiting for a
  * core), reading a backlog with the share low and admitting what it read, and the answers it owed
  * crossed 500 ms. The share, moved only by the ticks between turns, cannot see inside one.
  *
@@ -47,7 +47,7 @@ export interface SheddingPolicy {
  * capacity, each flood read in long turns of the loop before the share rose again, and answers
  * crossed 500 ms. A late tick raises it only while the lateness is not shrinking: falling this
  * slowly, a share raised through every late tick of a backlog being read down stayed too high
- * (docs/authorization.md, "Load shedding").
+ * (docs/architecture.md, "Load shedding").
  */
 export const DEFAULT_SHEDDING: SheddingPolicy = { lateMs: 10, lateTicks: 2, stepUp: 0.25, stepDown: 0.01, busyShare: 0.5, overdueMs: 100 }
 

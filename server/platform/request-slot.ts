@@ -7,7 +7,7 @@
  * Why not a `WeakMap`: JavaScriptCore processes every entry of a weak map at each collection, and a
  * map written with a new key since the last one is rescanned whole, so a server adding an entry per
  * request to each of several maps paid for it in every young-generation (eden) collection. Measured
- * in isolation on the thirtieth machine (README), real `Request` objects with a few hundred alive at
+ * in isolation, real `Request` objects with a few hundred alive at
  * once: three weak-map entries per request made each eden collection pause 4.5 ms on average (up
  * to 10 ms) against 0.5 ms with the same three values as symbol-keyed properties, and 1.6 million
  * requests went through in 4 s against 2.4 to 2.8 million.

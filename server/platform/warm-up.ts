@@ -12,8 +12,8 @@ import { randomToken } from '../lib/hash.ts'
  * and the database dropped before the server takes traffic.
  *
  * Why: a fresh process answered its first seconds of authorizations slower than the same process
- * once warm (at 1000/s, p99 about 5 ms against 3 to 4; docs/benchmarks.md, the forty-ninth machine,
- * and docs/authorization.md, "The warm-up before listening"). The cause was the process's own (not its Postgres or
+ * once warm (at 1000/s, p99 about 5 ms against 3 to 4; eight-second runs of
+ * `npm run bench`; docs/architecture.md, "The warm-up before listening"). The cause was the process's own (not its Postgres or
  * HTTP connections, nor the load generator), and what lowered it was the path itself run as it will
  * run: this server's settings, lone batches, a real Postgres connection. Declines, reads, or the
  * same path on PGlite or with the tests' settings did not.
@@ -50,6 +50,8 @@ export interface WarmUpOptions {
    * instance is closed and the database dropped, and the result says so.
    */
   signal?: AbortSignal
+  /** Told the throwaway database's name once it is created (the start log names it). */
+  onCreated?: (name: string) => void
 }
 
 export interface WarmUpResult {
@@ -87,7 +89,7 @@ export function warmUpDatabaseCreatedMs(name: string): number | undefined {
  * database refuses or a failure of the throwaway instance: the result says why it was skipped.
  */
 export async function warmUp(config: Config, createApp: typeof CreateApp, options: WarmUpOptions = {}): Promise<WarmUpResult> {
-  const { count = config.warmUpAuthorizations, nowMs = Date.now(), signal } = options
+  const { count = config.warmUpAuthorizations, nowMs = Date.now(), signal, onCreated } = options
   if (config.databaseUrl === undefined) throw new Error('warm-up needs a Postgres server (DATABASE_URL)')
   const started = performance.now()
   const result: WarmUpResult = { authorizations: 0, approved: 0, elapsedMs: 0, leftoversDropped: [] }
@@ -105,6 +107,7 @@ export async function warmUp(config: Config, createApp: typeof CreateApp, option
     name = `${WARM_UP_DATABASE_PREFIX}${nowMs.toString(36)}_${randomBytes(4).toString('hex')}`
     try {
       await admin.unsafe(`create database "${name}"`)
+      onCreated?.(name)
     } catch (error) {
       name = undefined
       result.skipped = `could not create a throwaway database (${(error as Error).message})`

@@ -4,6 +4,7 @@ import { queryRows } from '../../db/client.ts'
 import type { ScreeningRule } from '../../server/modules/screening/screening.ts'
 import { startTestApp, type TestApp } from '../support/app.ts'
 import { ledgerFixture, type LedgerFixture } from '../ledger/support.ts'
+import { eventually } from '../support/eventually.ts'
 
 const SUI = `0x${'ab'.repeat(32)}`
 const SUI_BLOCKED = `0x${'cd'.repeat(32)}`
@@ -170,12 +171,12 @@ describe('allowlist activation sweep', () => {
       const entry = (await tfx.call('POST', `/v1/accounts/${holder}/allowlist`, { network: 'sui', address: SUI })).body
       expect(entry.state).toBe('pending')
       wallMs += DAY_SECONDS * 1000
-      let state = entry.state
-      for (let attempt = 0; attempt < 50 && state !== 'active'; attempt++) {
-        await Bun.sleep(100)
-        const [row] = await queryRows<{ state: string }>(timed.kassa.runtime.db, sql`select state from allowlist_entries where id = ${entry.id}`)
-        state = row!.state
-      }
+      const state = await eventually(async () => (await queryRows<{ state: string }>(timed.kassa.runtime.db, sql`select state from allowlist_entries where id = ${entry.id}`))[0]!.state, {
+        what: 'the entry activated by the sweep',
+        timeoutMs: 5_000,
+        intervalMs: 50,
+        accept: (value) => value === 'active',
+      })
       expect(state).toBe('active')
       const [events] = await queryRows<{ count: string }>(timed.kassa.runtime.db, sql`select count(*) from events where type = 'treasury.allowlist.activated'`)
       expect(Number(events!.count)).toBe(1)

@@ -3,6 +3,7 @@ import { startTestApp, type TestApp } from '../support/app.ts'
 import { expectRefusedWithoutChange, expectVerified, ledgerFixture, type LedgerFixture } from '../ledger/support.ts'
 import { expireDueHolds } from '../../server/modules/holds/service.ts'
 import { whileExpiryCommits } from '../support/writer.ts'
+import { eventually } from '../support/eventually.ts'
 
 let app: TestApp
 let fx: LedgerFixture
@@ -114,11 +115,7 @@ describe('holds', () => {
     expect(capture.body.error.code).toBe('hold_expired')
     expect(capture.status).toBe(422)
     await expireDueHolds(app.kassa.runtime)
-    let state = ''
-    for (let attempt = 0; attempt < 40 && state !== 'expired'; attempt++) {
-      state = (await fx.call('GET', `/v1/holds/${hold.id}`)).body.state
-      if (state !== 'expired') await Bun.sleep(50)
-    }
+    const state = await eventually(async () => (await fx.call('GET', `/v1/holds/${hold.id}`)).body.state, { what: 'the hold expired', timeoutMs: 2_000, accept: (value) => value === 'expired' }).catch((error: Error) => error.message)
     expect(state).toBe('expired')
     await expectRefusedWithoutChange(app, () => fx.call('POST', `/v1/holds/${hold.id}/release`), 422, 'hold_expired')
     expect(await fx.balance(payer)).toMatchObject({ held: '0.000000', available: '65.986000' })

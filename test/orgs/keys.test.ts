@@ -5,6 +5,7 @@ import { createApp, type Kassa } from '../../server/app.ts'
 import { configForTests } from '../../server/config.ts'
 import { ONBOARDING_ITEMS } from '../../server/modules/orgs/model.ts'
 import { startTestApp, type TestApp, type TestOrg, type TestResponse } from '../support/app.ts'
+import { eventually } from '../support/eventually.ts'
 
 let app: TestApp
 /** A production server on the same database as the sandbox one: it sees every key, but honours only its own. */
@@ -166,12 +167,8 @@ describe('revocation', () => {
 })
 
 async function waitFor(condition: () => Promise<boolean>, timeoutMs = 3000): Promise<void> {
-  const deadline = Date.now() + timeoutMs
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error('condition not met in time')
-    // Unhurried polling: a refused key counts against the anonymous per-IP limit of 30 a minute.
-    await Bun.sleep(50)
-  }
+  // Unhurried polling: a refused key counts against the anonymous per-IP limit of 30 a minute.
+  await eventually(condition, { what: 'the key change seen', timeoutMs, intervalMs: 50 })
 }
 
 describe('rotation', () => {

@@ -18,6 +18,7 @@ import { callApp, restartOnSameDatabase, type TestApp, type TestResponse } from 
 import { holdCalls, stallWriter as stallLedgerWriter, whileExpiryCommits } from '../support/writer.ts'
 import { expectVerified, ledgerFixture, ledgerState, type LedgerFixture } from '../ledger/support.ts'
 import { afterFailClosedRelease, fundedCardHolder } from './support.ts'
+import { eventually } from '../support/eventually.ts'
 
 let app: TestApp
 let fx: LedgerFixture
@@ -621,7 +622,7 @@ describe('a spent budget', () => {
       configurePayments(runtime, { budgetMs: AUTHORIZATION_BUDGET_MS })
     }
     await funding
-    for (let tries = 0; recorder.backlog > 0 && tries < 500; tries++) await Bun.sleep(10)
+    await eventually(() => recorder.backlog === 0, { what: 'the decline records written', timeoutMs: 5_000 }).catch(() => {})
     // Recorded behind all the same: readable, with its event, and nothing of it moved money.
     expect(await eventsOf(declined!.body.id)).toEqual(['payment.declined'])
     expect((await fx.call('GET', `/v1/payments/${declined!.body.id}`)).body).toEqual(declined!.body)
@@ -862,7 +863,7 @@ describe('decline records', () => {
       open()
       const answers = [firstAnswer.body, keyless.body, (await keyed).body]
       // The keyed one was answered once durable; the ones behind land with it or just after.
-      for (let tries = 0; recorder.backlog > 0 && tries < 500; tries++) await Bun.sleep(10)
+      await eventually(() => recorder.backlog === 0, { what: 'the decline records written', timeoutMs: 5_000 }).catch(() => {})
       for (const answer of answers) {
         expect(answer).toMatchObject({ state: 'declined', failureCode: 'insufficient_funds' })
         expect(await eventsOf(answer.id)).toEqual(['payment.declined'])
@@ -910,7 +911,7 @@ describe('decline records', () => {
       expect((await app.ops('GET', '/ops/v1/payments/stats')).body.declineRecords).toMatchObject({ waiting: 2, refused: refusedBefore + 2 })
       open()
       const answers = [(await first).body, behind.body]
-      for (let tries = 0; recorder.backlog > 0 && tries < 500; tries++) await Bun.sleep(10)
+      await eventually(() => recorder.backlog === 0, { what: 'the decline records written', timeoutMs: 5_000 }).catch(() => {})
       // The declines that were answered are all recorded, with their events.
       for (const answer of answers) {
         expect(await eventsOf(answer.id)).toEqual(['payment.declined'])
@@ -1146,7 +1147,7 @@ describe('expiry', () => {
     try {
       pending = authorize('2.5', { description: 'late lapse' })
       // The authorization is decided and reserved, its commit held back; then its organization's day passes.
-      for (let attempt = 0; attempt < 200 && app.kassa.runtime.ledger.pendingHolds.size === holdsBefore; attempt++) await Bun.sleep(5)
+      await eventually(() => app.kassa.runtime.ledger.pendingHolds.size !== holdsBefore, { what: 'the authorization reserved', timeoutMs: 1_000 }).catch(() => {})
       expect(app.kassa.runtime.ledger.pendingHolds.size).toBe(holdsBefore + 1)
       expect((await fx.call('POST', '/v1/sandbox/clock/advance', { seconds: 24 * 3600 + 60 })).status).toBe(200)
       // Postgres has no authorized payment to expire yet: the hold stays pending for a later sweep.
@@ -1217,12 +1218,8 @@ describe('expiry', () => {
     try {
       expect(second.runtime.ledger.pendingHolds.get(payment.holdId)?.ownerId).toBe(payment.id)
       expect((await call('POST', '/v1/sandbox/clock/advance', { seconds: 24 * 3600 })).status).toBe(200)
-      let state = ''
       // The second instance's own background sweep, not a direct call, expires it.
-      for (let attempt = 0; attempt < 100 && state !== 'expired'; attempt++) {
-        state = (await call('GET', `/v1/payments/${payment.id}`)).body.state
-        if (state !== 'expired') await Bun.sleep(50)
-      }
+      const state = await eventually(async () => (await call('GET', `/v1/payments/${payment.id}`)).body.state, { what: 'the payment lapsed', timeoutMs: 5_000, intervalMs: 20, accept: (value) => value === 'expired' }).catch((error: Error) => error.message)
       expect(state).toBe('expired')
       const balances = await call('GET', `/v1/accounts/${payer}/balances`)
       expect(balances.body.balances.find((entry: { asset: string }) => entry.asset === 'USDC')).toMatchObject({ held: '0.000000' })

@@ -6,6 +6,7 @@ import { expireDueHolds } from '../../server/modules/holds/service.ts'
 import type { TestApp } from '../support/app.ts'
 import { refusal, type LedgerFixture } from '../ledger/support.ts'
 import { fundedCardHolder } from './support.ts'
+import { eventually } from '../support/eventually.ts'
 
 let app: TestApp
 let fx: LedgerFixture
@@ -160,7 +161,7 @@ describe("an authorization's reservation is recorded by its payment's row", () =
     expect(await stored()).toEqual(rowBefore)
     expect((await verifyReport()).problems).toEqual([])
     // The writer reads the balances back and goes on by itself.
-    while (!ledger.writer.healthy()) await Bun.sleep(20)
+    await eventually(() => ledger.writer.healthy(), { what: 'the writer healthy again' })
     expect((await authorize('0.5')).body).toMatchObject({ state: 'authorized' })
     expect((await fx.call('POST', `/v1/payments/${first.id}/void`)).status).toBe(200)
   })

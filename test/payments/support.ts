@@ -1,6 +1,7 @@
 import { expect } from 'bun:test'
 import { startTestApp, type TestApp, type TestResponse } from '../support/app.ts'
 import { ledgerFixture, type LedgerFixture } from '../ledger/support.ts'
+import { eventually } from '../support/eventually.ts'
 
 /** A test app with an organization whose card holder (`card-holder`) is funded with 100 USDC. */
 export async function fundedCardHolder(): Promise<{ app: TestApp; fx: LedgerFixture; payer: string }> {
@@ -16,14 +17,12 @@ export async function fundedCardHolder(): Promise<{ app: TestApp; fx: LedgerFixt
  * each drain of the writer until its hold is released. Answers the payment as stored.
  */
 export async function afterFailClosedRelease(app: TestApp, fx: LedgerFixture, paymentId: string): Promise<TestResponse> {
-  let stored: TestResponse | undefined
-  for (let attempt = 0; attempt < 100; attempt++) {
+  const stored = await eventually(async () => {
     await app.kassa.runtime.ledger.drain()
-    stored = await fx.call('GET', `/v1/payments/${paymentId}`)
-    const hold = stored.body.holdId ? (await fx.call('GET', `/v1/holds/${stored.body.holdId}`)).body : undefined
-    if (hold?.state === 'released') break
-    await Bun.sleep(20)
-  }
+    const payment = await fx.call('GET', `/v1/payments/${paymentId}`)
+    const hold = payment.body.holdId ? (await fx.call('GET', `/v1/holds/${payment.body.holdId}`)).body : undefined
+    return hold?.state === 'released' ? payment : undefined
+  }, { what: `the release of ${paymentId}'s late write`, timeoutMs: 5_000 })
   expect(stored!.body).toMatchObject({ state: 'declined', failureCode: 'processing_timeout' })
   expect((await fx.call('GET', `/v1/holds/${stored!.body.holdId}`)).body.state).toBe('released')
   return stored!

@@ -1,6 +1,6 @@
 import { describe, expect, test } from 'bun:test'
 import { resolve } from 'node:path'
-import { ConfigError, gcTimerSummary, heapWarmUpSummary, loadConfig, SANDBOX_DEPOSIT_KEY_SEED_HEX, SERVER_PROCESS_ENV } from '../../server/config.ts'
+import { ConfigError, loadConfig, SANDBOX_DEPOSIT_KEY_SEED_HEX } from '../../server/config.ts'
 
 const OPERATOR_TOKEN = 'op-token-for-config-tests-0123456789abcdef'
 const DATABASE_URL = 'postgres://kassa@db.internal:5432/kassa'
@@ -170,39 +170,5 @@ describe('production', () => {
     expect(stderr).toContain('production refuses to start')
     expect(stderr).toContain('DATABASE_URL')
     expect(stdout).not.toContain('listening')
-  })
-})
-
-describe("the server process' environment", () => {
-  test('npm start sets every variable the server process is meant to start with', async () => {
-    const manifest = await Bun.file(resolve(import.meta.dir, '../../package.json')).json()
-    const start: string = manifest.scripts.start
-    for (const [name, value] of Object.entries(SERVER_PROCESS_ENV)) expect(start).toContain(`${name}=${value} `)
-    expect(start.endsWith('bun server/main.ts')).toBe(true)
-  })
-
-  test("the start line tells whether Bun's idle collection timer is off, as Bun reads the variable", () => {
-    for (const value of ['1', 'true', 'TRUE', 'yes', '2']) expect(gcTimerSummary({ BUN_GC_TIMER_DISABLE: value })).toStartWith('off')
-    for (const value of [undefined, '', '0', 'false', 'False', 'no', 'off']) expect(gcTimerSummary({ BUN_GC_TIMER_DISABLE: value })).toStartWith('on')
-  })
-
-  test("the start line tells whether the engine's heap warm-up thread is off, as the engine reads the variable", () => {
-    for (const value of ['false', 'False', 'NO', 'no', '0']) expect(heapWarmUpSummary({ BUN_JSC_useWarmUpMarkedBlocks: value })).toStartWith('off')
-    for (const value of [undefined, 'true', 'yes', '1']) expect(heapWarmUpSummary({ BUN_JSC_useWarmUpMarkedBlocks: value })).toStartWith('on')
-  })
-
-  // Threads are read from /proc, so this one runs where the service is deployed and CI runs: Linux.
-  test.if(process.platform === 'linux')('a process started with the server\'s environment has no heap warm-up thread, however much it allocates', async () => {
-    const script = `const keep = []; for (let i = 0; i < 400000; i++) keep.push({ i, s: String(i) });
-      const { readdirSync, readFileSync } = require('node:fs');
-      console.log(readdirSync('/proc/self/task').map((task) => readFileSync('/proc/self/task/' + task + '/comm', 'utf8').trim()).join(','))`
-    const threadsWith = async (env: Record<string, string>) => {
-      const child = Bun.spawn([process.execPath, '-e', script], { env: { ...process.env, ...env }, stdout: 'pipe', stderr: 'pipe' })
-      const [out] = await Promise.all([new Response(child.stdout).text(), child.exited])
-      return out.trim().split(',')
-    }
-    // The engine's default, so the test shows the variable is what turns it off.
-    expect(await threadsWith({ BUN_JSC_useWarmUpMarkedBlocks: 'true' })).toContain('JSCWarmUp')
-    expect(await threadsWith({ ...SERVER_PROCESS_ENV })).not.toContain('JSCWarmUp')
   })
 })

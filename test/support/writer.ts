@@ -2,6 +2,7 @@ import { expect } from 'bun:test'
 import type { GroupCommitWriter } from '../../server/ledger/writer.ts'
 import { expireDueHolds } from '../../server/modules/holds/service.ts'
 import type { Runtime } from '../../server/runtime.ts'
+import { eventually } from './eventually.ts'
 
 /**
  * Holds every call of `target[method]` (an async method) until the returned function is called,
@@ -45,7 +46,7 @@ export async function whileExpiryCommits(runtime: Runtime, holdId: string, advan
   try {
     await advance()
     sweep = expireDueHolds(runtime)
-    for (let attempt = 0; attempt < 100 && runtime.ledger.pendingHolds.get(holdId)?.closing !== true; attempt++) await Bun.sleep(10)
+    await eventually(() => runtime.ledger.pendingHolds.get(holdId)?.closing === true, { what: `hold ${holdId} closing`, timeoutMs: 1_000 }).catch(() => {})
     expect(runtime.ledger.pendingHolds.get(holdId)).toMatchObject({ closing: true, expiring: true })
     await check()
   } finally {

@@ -2,6 +2,7 @@ import { execFileSync } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { eventually } from '../support/eventually.ts'
 
 /**
  * Real HTTPS receivers for webhook tests: a self-signed certificate made by `openssl` for
@@ -62,11 +63,7 @@ export function startReceiver(certificate: Certificate, respond: Responder = () 
     open: 0,
     respond,
     async waitFor(predicate, timeoutMs = 15_000) {
-      const deadline = Date.now() + timeoutMs
-      while (!predicate(receiver.received)) {
-        if (Date.now() > deadline) throw new Error(`receiver waited ${timeoutMs} ms; got ${receiver.received.length} request(s): ${receiver.received.map((entry) => entry.event.type).join(', ')}`)
-        await Bun.sleep(25)
-      }
+      await eventually(() => predicate(receiver.received), { what: `the receiver's requests (got ${receiver.received.length})`, timeoutMs, intervalMs: 10 })
       return receiver.received
     },
     stop: () => server.stop(true),

@@ -6,6 +6,7 @@ import { createTestDatabase, onPostgres, type TestDatabase } from '../support/db
 import { DEFAULT_WORKER_OPTIONS } from '../../server/modules/webhooks/worker.ts'
 import { makeCertificate, startReceiver, type Certificate, type Receiver } from './receivers.ts'
 import { startServerProcess } from '../support/server-process.ts'
+import { eventually } from '../support/eventually.ts'
 
 const OPERATOR_TOKEN = 'webhook-restart-operator-token-0123456789abcdef'
 const IN_FLIGHT = DEFAULT_WORKER_OPTIONS.perEndpointMax
@@ -78,14 +79,12 @@ test(`deliveries in flight and not yet attempted when the server is killed are d
   expect((await send(base, 'POST', '/v1/sandbox/clock/advance', key, { seconds: 60 })).status).toBe(200)
   await target.waitFor((received) => eventIds.every((id) => received.some((entry) => entry.event.id === id)), 20_000)
 
-  const deadline = Date.now() + 15_000
-  let deliveries: Array<{ status: string; attempts: number; statusCode: number | null }> = []
-  for (;;) {
-    const after = await send(base, 'GET', '/v1/events?types=account.created', key)
-    deliveries = after.body.events.map((event: { deliveries: any[] }) => event.deliveries[0])
-    if (deliveries.every((delivery) => delivery?.status === 'delivered') || Date.now() > deadline) break
-    await Bun.sleep(100)
-  }
+  const deliveryStates = async () => (await send(base, 'GET', '/v1/events?types=account.created', key)).body.events.map((event: { deliveries: any[] }) => event.deliveries[0])
+  const deliveries: Array<{ status: string; attempts: number; statusCode: number | null }> = await eventually(deliveryStates, {
+    what: 'every delivery delivered',
+    intervalMs: 50,
+    accept: (states: Array<{ status: string } | undefined>) => states.every((delivery) => delivery?.status === 'delivered'),
+  }).catch(deliveryStates)
   expect(deliveries.map((delivery) => delivery.status)).toEqual(Array(EVENTS).fill('delivered'))
   for (const delivery of deliveries) expect(delivery.statusCode).toBe(200)
   // The ones cut short count their lost attempt: at least once, never silently dropped.

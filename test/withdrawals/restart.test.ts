@@ -7,6 +7,7 @@ import { openDatabase, queryRows } from '../../db/client.ts'
 import { createTestDatabase, onPostgres, type TestDatabase } from '../support/db.ts'
 import { DAY_SECONDS, TRON_DESTINATION } from './support.ts'
 import { startServerProcess } from '../support/server-process.ts'
+import { eventually } from '../support/eventually.ts'
 
 const OPERATOR_TOKEN = 'withdrawal-restart-operator-token-0123456789'
 
@@ -46,13 +47,7 @@ async function send(base: string, method: string, path: string, authorization: s
 }
 
 async function waitFor(read: () => Promise<Answer>, state: string): Promise<any> {
-  let last: Answer | undefined
-  for (let attempt = 0; attempt < 200; attempt++) {
-    last = await read()
-    if (last.body.state === state) return last.body
-    await Bun.sleep(50)
-  }
-  throw new Error(`never reached ${state}: ${JSON.stringify(last?.body)}`)
+  return (await eventually(read, { what: `the state ${state}`, timeoutMs: 10_000, intervalMs: 20, accept: (last) => last.body.state === state })).body
 }
 
 test(`a withdrawal survives kill -9 at every stage and ends in exactly one terminal state (${onPostgres ? 'postgres' : 'embedded on disk'})`, async () => {

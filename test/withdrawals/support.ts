@@ -3,6 +3,7 @@ import { sql } from 'drizzle-orm'
 import { queryRows } from '../../db/client.ts'
 import type { TestApp, TestResponse } from '../support/app.ts'
 import { expectVerified, ledgerFixture, ledgerState, type LedgerFixture } from '../ledger/support.ts'
+import { eventually } from '../support/eventually.ts'
 
 export const SUI_DESTINATION = `0x${'5a'.repeat(32)}`
 // The USDT contract on Tron mainnet: a real, valid base58check address.
@@ -52,14 +53,8 @@ export async function withdrawalFixture(app: TestApp, name = 'Withdrawals Org'):
     withdraw(body, key = fx.org.testKey) {
       return app.call('POST', '/v1/withdrawals', { key, body })
     },
-    async waitForState(withdrawalId, state) {
-      let current: any
-      for (let attempt = 0; attempt < 100; attempt++) {
-        current = (await fx.call('GET', `/v1/withdrawals/${withdrawalId}`)).body
-        if (current.state === state) return current
-        await Bun.sleep(50)
-      }
-      throw new Error(`withdrawal ${withdrawalId} stayed ${current?.state}, never ${state}`)
+    waitForState(withdrawalId, state) {
+      return eventually(async () => (await fx.call('GET', `/v1/withdrawals/${withdrawalId}`)).body, { what: `withdrawal ${withdrawalId} becoming ${state}`, accept: (current: any) => current.state === state })
     },
   }
 }
@@ -69,12 +64,10 @@ export async function withdrawalFixture(app: TestApp, name = 'Withdrawals Org'):
  * before/after comparison is not disturbed by a broadcast of an earlier step.
  */
 export async function settleBroadcasts(app: TestApp): Promise<void> {
-  for (let attempt = 0; attempt < 100; attempt++) {
+  await eventually(async () => {
     const [row] = await queryRows<{ count: string }>(app.kassa.runtime.db, sql`select count(*) from withdrawals where state = 'approved'`)
-    if (Number(row!.count) === 0) return
-    await Bun.sleep(50)
-  }
-  throw new Error('approved withdrawals were never broadcast')
+    return Number(row!.count) === 0
+  }, { what: 'every approved withdrawal broadcast' })
 }
 
 /** Everything a refusal must leave unchanged: the ledger, the withdrawals and the quotes' states. */

@@ -27,7 +27,7 @@ const SHED_REFUSAL = service.overloadedRefusal('it shed this authorization befor
  * request is not counted against its key's rate limit: it was not served. Past capacity the
  * server's one thread is the bottleneck, and the refusal is what it spends on most requests there:
  * in front of the app it cost the thread about a third less than from a request hook after
- * authentication and rate limiting (docs/authorization.md, "Load shedding"). Answers undefined
+ * authentication and rate limiting (docs/architecture.md, "Load shedding"). Answers undefined
  * (having read the clock and two properties) unless the shedder is shedding.
  */
 function authorizationShed(runtime: Runtime): (request: Request) => Response | undefined {
@@ -86,7 +86,7 @@ export async function answerAuthorization(
  * other caller (no key, a key that fails, a publishable key) goes to the app untouched, which
  * counts and refuses it as for every route. What is left out is Elysia's own work per request
  * (its context, hook chain and steps): about a third of the server's CPU per authorization
- * (docs/authorization.md, "Answered in front of Elysia"). The app keeps the route itself, which
+ * (docs/architecture.md, "Answered in front of Elysia"). The app keeps the route itself, which
  * documents it and answers a request handed to `app.handle` directly; tests hold the two to the
  * same answers.
  */

@@ -289,7 +289,7 @@ const EVENT_ONCE = 'on conflict (id) do nothing'
  * so that writing it again changes nothing: its payments upserted, its events skipped when there.
  * The idempotent form costs Postgres a probe of each key and a speculative insertion per row,
  * which past capacity, where many declines are answered behind, is much of what a decline costs
- * it (README, "Payment authorization").
+ * it (docs/architecture.md, "Admission past capacity").
  */
 function declineStatement(batch: PendingDecline[], again: boolean): { statement: TextStatement; duplicates: Set<PendingDecline> } {
   const firstOfKey = new Map<string, number>()

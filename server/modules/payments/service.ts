@@ -793,14 +793,14 @@ async function decline(runtime: Runtime, payment: PaymentRow, failureCode: Failu
   //   otherwise by another instance meanwhile;
   // - the budget is spent (its timer fired before the commit came, or the decline was reached
   //   after the deadline): a record raced now gets one more turn of the loop, never enough for a
-  //   commit, and past capacity that turn is long (on the thirty-fourth machine, turns 60 to 140 ms
+  //   commit, and past capacity that turn is long (in a scratch log at 10,000/s, turns 60 to 140 ms
   //   late answered 256 to 1,056 such declines each), so the answer waited it out for nothing.
   //
   // A decline without a key waits for its own record at most `DECLINE_RECORD_LAG_MAX_MS`, the lag
   // past which records count as behind: a record slower than that is one falling behind, and the
   // first declines of a slow spell, with nothing behind them yet, otherwise waited out their whole
   // budget for it, answered at its end, which crosses 500 ms once the thread runs late (the
-  // thirty-sixth machine, at 10,000/s offered: 221 declines by admission in one second waited 348
+  // a scratch count at 10,000/s offered: 221 declines by admission in one second waited 348
   // ms each in the server for their records).
   const answerNow = budget.spent() || !runtime.ledger.writer.healthy() || (claim === undefined && state.declines.oldestWaitMs() > DECLINE_RECORD_LAG_MAX_MS)
   const { body, write, forgetAnswer } = startDeclineRecord(runtime, payment, failureCode, externalId, claim, answerNow)
