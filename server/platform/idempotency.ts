@@ -1,7 +1,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks'
 import { and, eq, lt, sql } from 'drizzle-orm'
 import { insertFromJson, jsonParameter, OP_COLUMN, upsertTail } from '../../db/bulk.ts'
-import { queryRows, type Database } from '../../db/client.ts'
+import { queryRows, type Database, type Executor } from '../../db/client.ts'
 import { idempotencyRecords } from '../../db/schema/index.ts'
 import { ApiError } from '../lib/errors.ts'
 import { requestSlot } from './request-slot.ts'
@@ -419,6 +419,31 @@ export function answerInCommit(view: unknown): IdempotencyRow | undefined {
   if (slot === undefined || slot.body !== undefined) return undefined
   slot.body = JSON.stringify(view)
   return inlineRecord(slot.claim, slot.status, slot.body, slot.nowMs)
+}
+
+/**
+ * For a write that does not go through the ledger (a quote, a declared deposit): `write` and the
+ * request's idempotency record, with the answer made from what was written, commit in one
+ * transaction. A key another request's commit took first rolls the write back
+ * (`IdempotencyKeyTaken`, answered from that commit). Without a key, `write` runs on its own.
+ */
+export async function writeWithAnswer<T>(db: Database, write: (executor: Executor) => Promise<T>, answer: (written: T) => unknown): Promise<T> {
+  const slot = answerSlots.getStore()
+  if (slot === undefined || slot.body !== undefined) return write(db)
+  return db.transaction(async (tx) => {
+    const written = await write(tx)
+    const row = answerInCommit(answer(written))!
+    const saved = await tx
+      .insert(idempotencyRecords)
+      .values(row)
+      .onConflictDoUpdate({ target: [idempotencyRecords.orgId, idempotencyRecords.key], set: { ...row }, setWhere: lt(idempotencyRecords.expiresAt, row.createdAt!) })
+      .returning({ key: idempotencyRecords.key })
+    if (saved.length === 0) {
+      slot.body = undefined
+      throw new IdempotencyKeyTaken(row.orgId, row.key)
+    }
+    return written
+  })
 }
 
 /**

@@ -101,6 +101,23 @@ describe('a money-moving request commits its key with its effect', () => {
     expect(replayed.text).toBe(release.text)
   })
 
+  test('a quote and a declared deposit commit their key in the transaction that writes them', async () => {
+    const quoteBody = { kind: 'withdrawal', accountId: rich, asset: 'USDC', amount: '100' }
+    const quote = await raw('POST', '/v1/quotes', quoteBody, 'quote-1')
+    expect(quote.status).toBe(201)
+    expect((await record(org.id, 'quote-1'))?.responseBody).toBe(quote.text)
+    const again = await raw('POST', '/v1/quotes', quoteBody, 'quote-1')
+    expect(again.text).toBe(quote.text)
+    expect(again.headers['idempotent-replayed']).toBe('true')
+    expect(await count('quotes', `account_id = '${rich}'`)).toBe(1)
+    const depositBody = { accountId: rich, asset: 'USDC', network: 'sui', amount: '25' }
+    const deposit = await raw('POST', '/v1/deposits', depositBody, 'deposit-1')
+    expect(deposit.status).toBe(201)
+    expect((await record(org.id, 'deposit-1'))?.responseBody).toBe(deposit.text)
+    expect((await raw('POST', '/v1/deposits', depositBody, 'deposit-1')).text).toBe(deposit.text)
+    expect(await count('deposits', `account_id = '${rich}' and source = 'declared'`)).toBe(1)
+  })
+
   test('two concurrent transfers with one key move money once', async () => {
     const body = { sourceAccountId: rich, destinationAccountId: sink, asset: 'USDC', amount: '1', description: 'race' }
     const answers = await Promise.all([raw('POST', '/v1/transfers', body, 'race-1'), raw('POST', '/v1/transfers', body, 'race-1')])
