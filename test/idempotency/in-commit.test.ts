@@ -7,6 +7,7 @@ import { sha256Hex } from '../../server/lib/hash.ts'
 import { canonicalJson, OWNER_LOCK_CLASS, ownerLockKey } from '../../server/platform/idempotency.ts'
 import { onPostgres } from '../support/db.ts'
 import { callApp, startTestApp, type TestApp, type TestOrg } from '../support/app.ts'
+import { SUI_DESTINATION, withdrawalFixture } from '../withdrawals/support.ts'
 
 /** Headers a replay may give differently from the first answer (docs/idempotency.md). */
 const MAY_DIFFER = new Set(['idempotent-replayed', 'x-request-id', 'x-ratelimit-limit', 'x-ratelimit-remaining', 'date'])
@@ -22,7 +23,7 @@ beforeAll(async () => {
   rich = (await app.call('POST', '/v1/accounts', { key: org.testKey, body: { externalId: 'rich' } })).body.id
   sink = (await app.call('POST', '/v1/accounts', { key: org.testKey, body: { externalId: 'sink' } })).body.id
   expect((await app.call('POST', `/v1/sandbox/accounts/${rich}/fund`, { key: org.testKey, body: { asset: 'USDC', amount: '1000' } })).status).toBe(201)
-})
+}, 60_000)
 afterAll(async () => {
   await app.close()
 })
@@ -116,6 +117,20 @@ describe('a money-moving request commits its key with its effect', () => {
     expect((await record(org.id, 'deposit-1'))?.responseBody).toBe(deposit.text)
     expect((await raw('POST', '/v1/deposits', depositBody, 'deposit-1')).text).toBe(deposit.text)
     expect(await count('deposits', `account_id = '${rich}' and source = 'declared'`)).toBe(1)
+  })
+
+  test('a withdrawal commits its key with its reservation and replays its first answer', async () => {
+    const fx = await withdrawalFixture(app, 'Keyed withdrawals')
+    const holder = await fx.mint('holder')
+    await fx.fund(holder, '1000')
+    const body = { accountId: holder, allowlistEntryId: await fx.activeEntry(holder, 'sui', SUI_DESTINATION), quoteId: await fx.quote(holder, '100') }
+    const first = await raw('POST', '/v1/withdrawals', body, 'withdraw-1', fx.org.testKey)
+    expect(first.status).toBe(201)
+    expect((await record(fx.org.id, 'withdraw-1'))?.responseBody).toBe(first.text)
+    const again = await raw('POST', '/v1/withdrawals', body, 'withdraw-1', fx.org.testKey)
+    expect(again.status).toBe(201)
+    expect(again.text).toBe(first.text)
+    expect(await count('withdrawals', `account_id = '${holder}'`)).toBe(1)
   })
 
   test('two concurrent transfers with one key move money once', async () => {
