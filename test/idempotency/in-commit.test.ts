@@ -142,6 +142,22 @@ describe('a money-moving request commits its key with its effect', () => {
   })
 })
 
+describe('writes that claim their key first', () => {
+  test('replay the first answer byte for byte, headers included', async () => {
+    const first = await raw('POST', '/v1/accounts', { externalId: 'claimed-bytes' }, 'claimed-bytes-1')
+    expect(first.status).toBe(201)
+    const replay = await raw('POST', '/v1/accounts', { externalId: 'claimed-bytes' }, 'claimed-bytes-1')
+    expect(replay.headers['idempotent-replayed']).toBe('true')
+    expect(replay.text).toBe(first.text)
+    expect(kept(replay.headers)).toEqual(kept(first.headers))
+    const refused = await raw('POST', '/v1/holds/hold_unknown/release', undefined, 'claimed-refusal-1')
+    const refusedAgain = await raw('POST', '/v1/holds/hold_unknown/release', undefined, 'claimed-refusal-1')
+    expect(refusedAgain.status).toBe(refused.status)
+    expect(refusedAgain.text).toBe(refused.text)
+    expect(kept(refusedAgain.headers)).toEqual(kept(refused.headers))
+  })
+})
+
 describe('a claim whose owner process is gone', () => {
   const body = { externalId: 'orphan-1' }
   const insertClaim = async (key: string, owner: string, claimed: Record<string, unknown> = body) =>
