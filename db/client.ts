@@ -37,9 +37,10 @@ export interface DatabaseHandle {
   /**
    * Postgres: takes a session advisory lock (two 32-bit keys) on a connection of its own, kept for
    * the life of the handle, so other processes can tell this one runs while they see the lock held
-   * (`pg_locks`). Absent on the embedded database, which one process at a time opens.
+   * (`pg_locks`). Answers false when another session holds it already. Absent on the embedded
+   * database, which one process at a time opens.
    */
-  holdSessionLock?(classId: number, objectId: number): Promise<void>
+  holdSessionLock?(classId: number, objectId: number): Promise<boolean>
   /** Subscribes to a NOTIFY channel; resolves once listening. */
   listen(channel: string, onPayload: (payload: string) => void): Promise<void>
   close(): Promise<void>
@@ -123,7 +124,8 @@ function openPostgres(databaseUrl: string, poolMax: number, pool = { application
     async holdSessionLock(classId, objectId) {
       // A client of one connection that never idles out: the lock lives as long as it does.
       lockClient ??= postgres(url, { ...options(1, `${pool.applicationName}-owner`), idle_timeout: 0, max_lifetime: null })
-      await lockClient`select pg_advisory_lock(${classId}::int, ${objectId}::int)`
+      const [row] = await lockClient`select pg_try_advisory_lock(${classId}::int, ${objectId}::int) as locked`
+      return row?.locked === true
     },
     async listen(channel, onPayload) {
       await client.listen(channel, onPayload)

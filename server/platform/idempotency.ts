@@ -360,15 +360,25 @@ export interface Owners {
 const LONE_PROCESS: Owners = { id: newOwnerId(), ready: async () => {}, alive: async () => false }
 
 /** This process's `Owners` on its database: see `Owners`. */
-export function ownersOf(database: { db: Database; holdSessionLock?(classId: number, objectId: number): Promise<void> }): Owners {
-  const id = newOwnerId()
+export function ownersOf(database: { db: Database; holdSessionLock?(classId: number, objectId: number): Promise<boolean> }): Owners {
   const { holdSessionLock } = database
-  if (holdSessionLock === undefined) return { id, ready: async () => {}, alive: async () => false }
+  if (holdSessionLock === undefined) return { id: newOwnerId(), ready: async () => {}, alive: async () => false }
+  let id = newOwnerId()
   let locked: Promise<void> | undefined
+  const lock = async () => {
+    // Another session holding the lock means two owner ids of one hash: this process takes another id.
+    for (let attempt = 0; attempt < 5; attempt++) {
+      if (await holdSessionLock.call(database, OWNER_LOCK_CLASS, ownerLockKey(id))) return
+      id = newOwnerId()
+    }
+    throw new Error('idempotency: could not take an owner lock of its own')
+  }
   return {
-    id,
+    get id() {
+      return id
+    },
     ready() {
-      locked ??= holdSessionLock.call(database, OWNER_LOCK_CLASS, ownerLockKey(id)).catch((error: unknown) => {
+      locked ??= lock().catch((error: unknown) => {
         locked = undefined
         throw error
       })
