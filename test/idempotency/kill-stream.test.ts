@@ -21,7 +21,7 @@ afterAll(async () => {
   await server?.kill9()
   await database?.drop()
   if (dataDir) rmSync(dataDir, { recursive: true, force: true })
-})
+}, 60_000)
 
 interface Keyed {
   key: string
