@@ -34,6 +34,13 @@ export interface DatabaseHandle {
    * after another. On PGlite, which runs in process, the same database as `db`.
    */
   writer: Database
+  /**
+   * Postgres: takes a session advisory lock (two 32-bit keys) on a connection of its own, kept for
+   * the life of the handle, so other processes can tell this one runs while they see the lock held
+   * (`pg_locks`). Answers false when another session holds it already. Absent on the embedded
+   * database, which one process at a time opens.
+   */
+  holdSessionLock?(classId: number, objectId: number): Promise<boolean>
   /** Subscribes to a NOTIFY channel; resolves once listening. */
   listen(channel: string, onPayload: (payload: string) => void): Promise<void>
   close(): Promise<void>
@@ -109,15 +116,22 @@ function openPostgres(databaseUrl: string, poolMax: number, pool = { application
   const client = postgres(url, options(poolMax, pool.applicationName, pool.settings))
   const writerClient = postgres(url, options(1, 'kassa-ledger-writer', WRITER_PLANNER))
   const db = drizzlePostgres(client, { schema }) as unknown as Database
+  let lockClient: ReturnType<typeof postgres> | undefined
   return {
     kind: 'postgres',
     db,
     writer: drizzlePostgres(writerClient, { schema }) as unknown as Database,
+    async holdSessionLock(classId, objectId) {
+      // A client of one connection that never idles out: the lock lives as long as it does.
+      lockClient ??= postgres(url, { ...options(1, `${pool.applicationName}-owner`), idle_timeout: 0, max_lifetime: null })
+      const [row] = await lockClient`select pg_try_advisory_lock(${classId}::int, ${objectId}::int) as locked`
+      return row?.locked === true
+    },
     async listen(channel, onPayload) {
       await client.listen(channel, onPayload)
     },
     async close() {
-      await Promise.all([client.end({ timeout: 5 }), writerClient.end({ timeout: 5 })])
+      await Promise.all([client.end({ timeout: 5 }), writerClient.end({ timeout: 5 }), lockClient?.end({ timeout: 5 })])
     },
   }
 }

@@ -29,18 +29,18 @@ import { arrivalPlugin } from './platform/arrival.ts'
 import { apiKeyAuthPlugin, operatorAuthPlugin } from './platform/auth.ts'
 import { jsonBodyPlugin, requestShapePlugin } from './platform/body.ts'
 import { errorsPlugin } from './platform/errors.ts'
-import { IdempotencyStore } from './platform/idempotency.ts'
+import { IdempotencyStore, ownersOf } from './platform/idempotency.ts'
 import { openapiPlugin } from './platform/openapi.ts'
 import { closeRuntime, createRuntime, type Runtime, type RuntimeOptions } from './runtime.ts'
 
 const IDEMPOTENCY_PURGE_INTERVAL_MS = 15 * 60 * 1000
 
 export function buildApp(runtime: Runtime) {
-  const idempotency = new IdempotencyStore(runtime.db, () => runtime.clock.wallNowMs())
+  const idempotency = new IdempotencyStore(runtime.db, () => runtime.clock.wallNowMs(), ownersOf(runtime.database))
   const purge = setInterval(() => void idempotency.purgeExpired().catch(() => {}), IDEMPOTENCY_PURGE_INTERVAL_MS)
   purge.unref()
   runtime.stoppers.push(() => clearInterval(purge))
-  const access = accessPlugin(idempotency)
+  const access = accessPlugin(idempotency, { testExitAfterCommit: runtime.config.testExitAfterCommit })
   // Authorizations are answered in front of the app, before Elysia's router and request hooks,
   // the load shedder first: Bun's router sends them there (`serve.routes`, which a listening app
   // gives Bun beside Elysia's own), and what the front does not answer (a caller without a secret
@@ -55,7 +55,7 @@ export function buildApp(runtime: Runtime) {
     .use(requestShapePlugin())
     .use(openapiPlugin())
     .get('/health', () => ({ status: 'ok', environment: runtime.config.serviceEnv }), { detail: { hide: true } })
-    .use(orgsOpsRoutes(runtime))
+    .use(orgsOpsRoutes(runtime, idempotency))
     .use(assetsRoutes(access))
     .use(accountsRoutes(runtime, access))
     .use(ledgerOpsRoutes(runtime))

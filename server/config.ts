@@ -88,6 +88,11 @@ export interface Config {
    * hex, at least 32 bytes). Sandbox falls back to the public development seed; production requires its own.
    */
   depositKeySeedHex: string
+  /**
+   * Tests only (sandbox): the process exits, without answering, right after the Nth money-moving
+   * request with an Idempotency-Key committed (KASSA_TEST_EXIT_AFTER_COMMIT=N); 0 is off.
+   */
+  testExitAfterCommit: number
 }
 
 /**
@@ -236,6 +241,10 @@ export function loadConfig(env: Environment = process.env): Config {
     logRequests: readBoolean(env, 'LOG_REQUESTS', false),
     screeningBlocklist: readBlocklist(env),
     depositKeySeedHex: readDepositKeySeed(env),
+    testExitAfterCommit: readInteger(env, 'KASSA_TEST_EXIT_AFTER_COMMIT', 0, 0, 1_000_000),
+  }
+  if (config.testExitAfterCommit > 0 && serviceEnv !== 'sandbox') {
+    throw new ConfigError('KASSA_TEST_EXIT_AFTER_COMMIT is a test switch: it is honoured only with SERVICE_ENV=sandbox')
   }
   if (config.warmUpAuthorizations > 0 && databaseUrl === undefined) {
     throw new ConfigError('WARM_UP_AUTHORIZATIONS needs DATABASE_URL (the warm-up runs on a throwaway Postgres database; the embedded database has none)')
@@ -297,6 +306,7 @@ export function configForTests(overrides: Partial<Config> = {}): Config {
     logRequests: false,
     screeningBlocklist: [],
     depositKeySeedHex: SANDBOX_DEPOSIT_KEY_SEED_HEX,
+    testExitAfterCommit: 0,
     ...overrides,
   }
 }

@@ -73,6 +73,11 @@ export const idempotencyRecords = pgTable(
     responseStatus: integer('response_status'),
     responseBody: text('response_body'),
     createdAt: createdAt(),
+    /**
+     * The process that holds an in-progress claim (`Owners` in server/platform/idempotency.ts): a
+     * claim whose owner is gone is taken over at once.
+     */
+    owner: text('owner'),
     /** An in-progress claim older than this is considered abandoned (its process died). */
     lockedUntil: timestamp('locked_until', { withTimezone: true, mode: 'date' }).notNull(),
     expiresAt: timestamp('expires_at', { withTimezone: true, mode: 'date' }).notNull(),

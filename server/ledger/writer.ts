@@ -9,7 +9,7 @@ import { ApiError } from '../lib/errors.ts'
 import { logFailure } from '../lib/log.ts'
 import { LatencyHistogram } from '../lib/histogram.ts'
 import { Pace } from '../lib/pace.ts'
-import { claimParts, NOT_LOST, recordId } from '../platform/idempotency.ts'
+import { claimParts, IdempotencyKeyTaken, NOT_LOST, recordId } from '../platform/idempotency.ts'
 import { balanceKey, type BalanceDelta, type HotBalance, type HotBalances, type Posting } from './hot-balances.ts'
 
 export type HoldRow = typeof holds.$inferInsert
@@ -147,15 +147,7 @@ export class OperationWithdrawn extends Error {
   }
 }
 
-/** The operation's Idempotency-Key is held by an earlier request: nothing of it was applied. */
-export class IdempotencyKeyTaken extends Error {
-  constructor(
-    readonly orgId: string,
-    readonly key: string,
-  ) {
-    super(`Idempotency-Key ${key} is already held`)
-  }
-}
+export { IdempotencyKeyTaken }
 
 /** Distinguishes "the database refused" from a business rule; callers answer it as internal. */
 export class CommitFailedError extends ApiError {

@@ -1,7 +1,7 @@
 import { Elysia } from 'elysia'
 import type { ApiError } from '../lib/errors.ts'
 import { principalOf, requireAccess, type Access, type Principal } from './auth.ts'
-import { REPLAYED_HEADER, type IdempotencyStore } from './idempotency.ts'
+import { jsonContentType, recordInlineFailure, REPLAYED_HEADER, runWithAnswerInCommit, type IdempotencyStore } from './idempotency.ts'
 
 const STATE_CHANGING_METHODS = new Set(['POST', 'PATCH', 'PUT', 'DELETE'])
 
@@ -10,13 +10,13 @@ const STATE_CHANGING_METHODS = new Set(['POST', 'PATCH', 'PUT', 'DELETE'])
  * idempotency record itself, in the same commit as its effect (the authorization hot path), instead
  * of claiming the key in a separate write before the handler runs.
  */
-export type AccessOption = Access | { level: Access; idempotency: 'inline' }
+export type AccessOption = Access | { level: Access; idempotency: 'inline' | 'commit' }
 
-/** The saved answer of an earlier request with the same key, marked as a replay. */
+/** The saved answer of an earlier request with the same key, marked as a replay: the same status, body and content type. */
 export function replayResponse(status: number, body: string, headers: Record<string, unknown>): Response {
   const replayHeaders = new Headers()
   for (const [name, value] of Object.entries(headers)) replayHeaders.set(name, String(value))
-  replayHeaders.set('content-type', 'application/json')
+  replayHeaders.set('content-type', jsonContentType(status))
   replayHeaders.set(REPLAYED_HEADER, 'true')
   return new Response(body, { status, headers: replayHeaders })
 }
@@ -39,11 +39,30 @@ export function jsonResponse(status: number, body: string, set: { headers: Recor
  * The `access` route option: every `/v1` route names what it needs, and the same step applies
  * idempotency to state-changing calls made with organization context.
  */
-export function accessPlugin(idempotency: IdempotencyStore) {
-  return new Elysia({ name: 'kassa/access' }).macro({
+export function accessPlugin(idempotency: IdempotencyStore, options: { testExitAfterCommit?: number } = {}) {
+  let commitsBeforeExit = options.testExitAfterCommit ?? 0
+  // The test switch KASSA_TEST_EXIT_AFTER_COMMIT (sandbox only, see server/config.ts): the process
+  // ends between a commit and its answer, as a crash there would.
+  const afterCommit = commitsBeforeExit > 0 ? () => {
+    commitsBeforeExit -= 1
+    if (commitsBeforeExit === 0) process.exit(97)
+  } : undefined
+  return new Elysia({ name: 'kassa/access' })
+    /**
+     * Answers a money-moving route whose Idempotency-Key is written in the commit of its effect
+     * (route option `access: { level, idempotency: 'commit' }`): see `runWithAnswerInCommit`.
+     */
+    .decorate('answerInCommit', (context: { request: Request; principal: Principal; path: string; body?: unknown; set: { headers: Record<string, unknown> } }, status: number, handle: () => Promise<unknown>) =>
+      runWithAnswerInCommit(idempotency, { ...context, orgId: context.principal.orgId, body: context.body }, status, handle, (keyed) => {
+        if (keyed) afterCommit?.()
+      }),
+    )
+    .macro({
     access: (option: AccessOption) => {
       const level = typeof option === 'string' ? option : option.level
-      const inline = typeof option !== 'string' && option.idempotency === 'inline'
+      // 'inline' (the authorization) and 'commit' (every other money-moving route, through
+      // `runWithAnswerInCommit`) write the key's record in the commit of their effect.
+      const inline = typeof option !== 'string'
       const checks = {
         // Transform runs before validation: a caller without the right key learns nothing about the
         // body schema, and a publishable key gets 403 rather than a 400 about its body.
@@ -83,6 +102,7 @@ export async function recordIdempotentFailure(
   error: ApiError,
   response: Response,
 ): Promise<void> {
+  if (await recordInlineFailure(request, error, response)) return
   // Most failures carry no claimed key (a shed or rate-limited request never claimed one): the
   // answer's body is copied only for a claim that saves it.
   if (!idempotency.claimed(request)) return

@@ -1,6 +1,7 @@
+import { AsyncLocalStorage } from 'node:async_hooks'
 import { and, eq, lt, sql } from 'drizzle-orm'
 import { insertFromJson, jsonParameter, OP_COLUMN, upsertTail } from '../../db/bulk.ts'
-import type { Database } from '../../db/client.ts'
+import { queryRows, type Database, type Executor } from '../../db/client.ts'
 import { idempotencyRecords } from '../../db/schema/index.ts'
 import { ApiError } from '../lib/errors.ts'
 import { requestSlot } from './request-slot.ts'
@@ -180,13 +181,22 @@ export class IdempotencyStore {
   constructor(
     private readonly db: Database,
     private readonly wallNowMs: () => number,
+    /** Who claims keys here, and whether another claimant's process still runs (see `Owners`). */
+    private readonly owners: Owners = LONE_PROCESS,
   ) {}
 
   async begin(request: Request, principal: Principal, path: string, body: unknown): Promise<IdempotencyOutcome> {
+    return this.beginScoped(request, principal.orgId, path, body)
+  }
+
+  /** `begin` for keys of a scope of their own: an organization's id, or `OPERATOR_SCOPE`. */
+  async beginScoped(request: Request, scope: string, path: string, body: unknown): Promise<IdempotencyOutcome> {
+    const principal = { orgId: scope }
     const key = idempotencyKeyOf(request)
     if (key === undefined) return { kind: 'proceed' }
     const method = request.method
     const requestHash = requestHashOf(method, path, body)
+    await this.owners.ready()
     const nowMs = this.wallNowMs()
     const fresh = {
       orgId: principal.orgId,
@@ -196,6 +206,7 @@ export class IdempotencyStore {
       requestHash,
       requestBody: body ?? null,
       state: 'in_progress' as const,
+      owner: this.owners.id,
       lockedUntil: new Date(nowMs + IDEMPOTENCY_LOCK_MS),
       expiresAt: new Date(nowMs + IDEMPOTENCY_RETENTION_MS),
     }
@@ -216,18 +227,20 @@ export class IdempotencyStore {
           .where(and(eq(idempotencyRecords.orgId, principal.orgId), eq(idempotencyRecords.key, key), lt(idempotencyRecords.expiresAt, new Date(nowMs))))
         continue
       }
-      if (existing.requestHash !== requestHash || existing.state === 'completed' || existing.lockedUntil.getTime() > nowMs) {
-        return judgeExisting(existing, { method, path, body, requestHash })
-      }
+      if (existing.requestHash !== requestHash || existing.state === 'completed') return judgeExisting(existing, { method, path, body, requestHash })
+      // A claim held by a process that is gone is taken over at once; one whose owner runs (or
+      // whose owner cannot be told) waits for its lock to lapse.
+      const ownerGone = existing.owner !== null && existing.owner !== this.owners.id && !(await this.owners.alive(existing.owner))
+      if (!ownerGone && existing.lockedUntil.getTime() > nowMs) return judgeExisting(existing, { method, path, body, requestHash })
       const [taken] = await this.db
         .update(idempotencyRecords)
-        .set({ lockedUntil: fresh.lockedUntil })
+        .set({ lockedUntil: fresh.lockedUntil, owner: this.owners.id })
         .where(
           and(
             eq(idempotencyRecords.orgId, principal.orgId),
             eq(idempotencyRecords.key, key),
             eq(idempotencyRecords.state, 'in_progress'),
-            lt(idempotencyRecords.lockedUntil, new Date(nowMs)),
+            ownerGone ? eq(idempotencyRecords.owner, existing.owner!) : lt(idempotencyRecords.lockedUntil, new Date(nowMs)),
           ),
         )
         .returning({ key: idempotencyRecords.key })
@@ -265,6 +278,41 @@ export class IdempotencyStore {
       .where(and(eq(idempotencyRecords.orgId, claim.orgId), eq(idempotencyRecords.key, claim.key), eq(idempotencyRecords.state, 'in_progress')))
   }
 
+  /**
+   * Saves an answer that no commit carried (a refusal, or a write that moved nothing), unless the
+   * key already has a live record.
+   */
+  async saveAnswer(claim: InlineIdempotency, status: number, body: string): Promise<void> {
+    const row = inlineRecord(claim, status, body, this.wallNowMs())
+    await this.db
+      .insert(idempotencyRecords)
+      .values(row)
+      .onConflictDoUpdate({
+        target: [idempotencyRecords.orgId, idempotencyRecords.key],
+        set: { ...row },
+        setWhere: lt(idempotencyRecords.expiresAt, new Date(this.wallNowMs())),
+      })
+  }
+
+  nowMs(): number {
+    return this.wallNowMs()
+  }
+
+  /**
+   * A claim met by a request of the one-commit kind: its owner gone (or its lock lapsed), the
+   * claim is dropped and the request runs; otherwise it is still in progress.
+   */
+  async settleStaleClaim(existing: StoredRecord): Promise<IdempotencyOutcome> {
+    const ownerGone = existing.owner !== null && existing.owner !== this.owners.id && !(await this.owners.alive(existing.owner))
+    if (!ownerGone && existing.lockedUntil.getTime() > this.wallNowMs()) {
+      throw new ApiError('idempotency_in_progress', 'A request with this Idempotency-Key is still being processed; retry shortly')
+    }
+    await this.db
+      .delete(idempotencyRecords)
+      .where(and(eq(idempotencyRecords.orgId, existing.orgId), eq(idempotencyRecords.key, existing.key), eq(idempotencyRecords.state, 'in_progress')))
+    return { kind: 'proceed' }
+  }
+
   /** The live record of a key, if any (an expired one counts as none). */
   async find(orgId: string, key: string): Promise<StoredRecord | undefined> {
     const [existing] = await this.db
@@ -294,4 +342,235 @@ export class IdempotencyStore {
   async purgeExpired(): Promise<void> {
     await this.db.delete(idempotencyRecords).where(sql`${idempotencyRecords.expiresAt} < ${new Date(this.wallNowMs())}`)
   }
+}
+
+/**
+ * Who claims keys in this process, and whether the process that made another claim still runs: on
+ * Postgres each process holds a session advisory lock named by its id for its whole life, and a
+ * claim's owner is alive while that lock is held; the embedded database has one process, so any
+ * other owner is a process that is gone.
+ */
+export interface Owners {
+  readonly id: string
+  /** Resolves once other processes can see this one alive (before its first claim is written). */
+  ready(): Promise<void>
+  alive(owner: string): Promise<boolean>
+}
+
+const LONE_PROCESS: Owners = { id: newOwnerId(), ready: async () => {}, alive: async () => false }
+
+/** This process's `Owners` on its database: see `Owners`. */
+export function ownersOf(database: { db: Database; holdSessionLock?(classId: number, objectId: number): Promise<boolean> }): Owners {
+  const { holdSessionLock } = database
+  if (holdSessionLock === undefined) return { id: newOwnerId(), ready: async () => {}, alive: async () => false }
+  let id = newOwnerId()
+  let locked: Promise<void> | undefined
+  const lock = async () => {
+    // Another session holding the lock means two owner ids of one hash: this process takes another id.
+    for (let attempt = 0; attempt < 5; attempt++) {
+      if (await holdSessionLock.call(database, OWNER_LOCK_CLASS, ownerLockKey(id))) return
+      id = newOwnerId()
+    }
+    throw new Error('idempotency: could not take an owner lock of its own')
+  }
+  return {
+    get id() {
+      return id
+    },
+    ready() {
+      locked ??= lock().catch((error: unknown) => {
+        locked = undefined
+        throw error
+      })
+      return locked
+    },
+    async alive(owner) {
+      const [row] = await queryRows<{ held: boolean }>(
+        database.db,
+        sql`select exists (select 1 from pg_locks where locktype = 'advisory' and classid = ${OWNER_LOCK_CLASS}::oid and objid = ${ownerLockKey(owner)}::oid and objsubid = 2 and granted) as held`,
+      )
+      return row?.held === true
+    },
+  }
+}
+
+/** The two 32-bit halves of an owner's advisory lock: a fixed class, and the owner id's hash. */
+export const OWNER_LOCK_CLASS = 0x4b61_7361
+export function ownerLockKey(owner: string): number {
+  let hash = 0x811c9dc5
+  for (let index = 0; index < owner.length; index++) hash = Math.imul(hash ^ owner.charCodeAt(index), 0x01000193)
+  return hash & 0x7fffffff
+}
+
+export function newOwnerId(): string {
+  return `own_${crypto.randomUUID().replaceAll('-', '')}`
+}
+
+/** What a money-moving request's commit carries: its key's record, completed with the answer made before it. */
+interface AnswerSlot {
+  claim: InlineIdempotency
+  status: number
+  nowMs: number
+  body?: string
+}
+
+const answerSlots = new AsyncLocalStorage<AnswerSlot>()
+const inlineFailures = requestSlot<{ claim: InlineIdempotency; store: IdempotencyStore }>('kassa.inlineIdempotency')
+
+/**
+ * Called by a money-moving service just before it submits its ledger operation, with the answer
+ * it will give: answers the request's idempotency record, completed with that answer, for the
+ * operation to commit with its effect (`LedgerOperation.idempotencyRecord`), or undefined when
+ * the request has no Idempotency-Key (or another operation of the request already carries it).
+ * The route then sends exactly this text.
+ */
+export function answerInCommit(view: unknown): IdempotencyRow | undefined {
+  const slot = answerSlots.getStore()
+  if (slot === undefined || slot.body !== undefined) return undefined
+  slot.body = JSON.stringify(view)
+  return inlineRecord(slot.claim, slot.status, slot.body, slot.nowMs)
+}
+
+/**
+ * For a write that does not go through the ledger (a quote, a declared deposit): `write` and the
+ * request's idempotency record, with the answer made from what was written, commit in one
+ * transaction. A key another request's commit took first rolls the write back
+ * (`IdempotencyKeyTaken`, answered from that commit). Without a key, `write` runs on its own.
+ */
+export async function writeWithAnswer<T>(db: Database, write: (executor: Executor) => Promise<T>, answer: (written: T) => unknown): Promise<T> {
+  const slot = answerSlots.getStore()
+  if (slot === undefined || slot.body !== undefined) return write(db)
+  return db.transaction(async (tx) => {
+    const written = await write(tx)
+    const row = answerInCommit(answer(written))!
+    const saved = await tx
+      .insert(idempotencyRecords)
+      .values(row)
+      .onConflictDoUpdate({ target: [idempotencyRecords.orgId, idempotencyRecords.key], set: { ...row }, setWhere: lt(idempotencyRecords.expiresAt, row.createdAt!) })
+      .returning({ key: idempotencyRecords.key })
+    if (saved.length === 0) {
+      slot.body = undefined
+      throw new IdempotencyKeyTaken(row.orgId, row.key)
+    }
+    return written
+  })
+}
+
+/**
+ * Runs a money-moving request with its Idempotency-Key written in the same commit as its effect:
+ * a key with a live record is answered from it (replay, conflict); otherwise the handler runs, and
+ * its service puts the record with the answer into its ledger operation (`answerInCommit`). A key
+ * that another request's commit took first is answered from that commit's record. An answer no
+ * commit carried (the request moved nothing) is saved afterwards; refusals are saved by the errors
+ * plugin (`recordIdempotentFailure`), bad input and internal failures not at all.
+ */
+export async function runWithAnswerInCommit(
+  store: IdempotencyStore,
+  context: { request: Request; orgId: string; path: string; body: unknown; set: { headers: Record<string, unknown>; status?: number | string } },
+  status: number,
+  handle: () => Promise<unknown>,
+  /** Called once the handler's commit is durable, before the answer is sent (told whether the request had a key). */
+  afterCommit: (keyed: boolean) => void = () => {},
+): Promise<Response> {
+  const { request, orgId, path, body, set } = context
+  const key = idempotencyKeyOf(request)
+  if (key === undefined) {
+    const result = await handle()
+    afterCommit(false)
+    return jsonAnswer(status, JSON.stringify(result), set)
+  }
+  const method = request.method
+  const requestHash = requestHashOf(method, path, body)
+  const existing = await store.find(orgId, key)
+  if (existing !== undefined) {
+    // A claim left by a write of the old two-step kind is settled the same way as any claim.
+    const outcome = existing.state === 'in_progress' && existing.requestHash === requestHash ? await store.settleStaleClaim(existing) : judgeExisting(existing, { method, path, body, requestHash })
+    if (outcome.kind === 'replay') return replayAnswer(outcome.status, outcome.body, set)
+  }
+  if (!store.holdLocally(orgId, key)) throw new ApiError('idempotency_in_progress', 'A request with this Idempotency-Key is still being processed; retry shortly')
+  const claim: InlineIdempotency = { orgId, key, method, path, requestHash, requestBody: body ?? null }
+  const slot: AnswerSlot = { claim, status, nowMs: store.nowMs() }
+  try {
+    let result: unknown
+    try {
+      result = await answerSlots.run(slot, handle)
+    } catch (error) {
+      if (error instanceof IdempotencyKeyTaken) {
+        const taken = await store.find(orgId, key)
+        if (taken !== undefined) {
+          const outcome = judgeExisting(taken, { method, path, body, requestHash })
+          if (outcome.kind === 'replay') return replayAnswer(outcome.status, outcome.body, set)
+        }
+        throw new ApiError('idempotency_in_progress', 'A request with this Idempotency-Key is still being processed; retry shortly')
+      }
+      inlineFailures.set(request, { claim, store })
+      throw error
+    }
+    afterCommit(true)
+    if (slot.body === undefined) {
+      slot.body = JSON.stringify(result)
+      await store.saveAnswer(claim, status, slot.body)
+    }
+    return jsonAnswer(status, slot.body, set)
+  } finally {
+    store.releaseLocally(orgId, key)
+  }
+}
+
+/** The operation's Idempotency-Key is held by an earlier request: nothing of it was applied. */
+export class IdempotencyKeyTaken extends Error {
+  constructor(
+    readonly orgId: string,
+    readonly key: string,
+  ) {
+    super(`Idempotency-Key ${key} is already held`)
+  }
+}
+
+/** Saves a refusal of a request run by `runWithAnswerInCommit` (not bad input, not an internal failure). */
+export async function recordInlineFailure(request: Request, error: ApiError, response: Response): Promise<boolean> {
+  const held = inlineFailures.get(request)
+  if (held === undefined) return false
+  inlineFailures.delete(request)
+  if (error.code === 'invalid_request' || response.status >= 500) return true
+  await held.store.saveAnswer(held.claim, response.status, await response.clone().text())
+  return true
+}
+
+/** The content type of every JSON answer the app gives with this status (a replay gives the same). */
+export function jsonContentType(status: number): string {
+  return status >= 400 ? 'application/json' : 'application/json;charset=utf-8'
+}
+
+function jsonAnswer(status: number, body: string, set: { headers: Record<string, unknown> }): Response {
+  const headers: Record<string, string> = {}
+  for (const name in set.headers) headers[name] = String(set.headers[name])
+  headers['content-type'] = jsonContentType(status)
+  set.headers = {}
+  return new Response(body, { status, headers })
+}
+
+function replayAnswer(status: number, body: string, set: { headers: Record<string, unknown> }): Response {
+  set.headers[REPLAYED_HEADER] = 'true'
+  return jsonAnswer(status, body, set)
+}
+
+/** The scope of operators' Idempotency-Keys (no organization id has this shape). */
+export const OPERATOR_SCOPE = '@operator'
+
+/**
+ * An operator call that creates something (an organization, a key), run once per Idempotency-Key
+ * in the operators' scope: a retry gets the first answer; a refusal is saved by the errors plugin.
+ */
+export async function runOnceForOperator(
+  store: IdempotencyStore,
+  context: { request: Request; path: string; body?: unknown; set: { headers: Record<string, unknown> } },
+  status: number,
+  handle: () => Promise<unknown>,
+): Promise<Response> {
+  const outcome = await store.beginScoped(context.request, OPERATOR_SCOPE, context.path, context.body)
+  if (outcome.kind === 'replay') return replayAnswer(outcome.status, outcome.body, context.set)
+  const text = JSON.stringify(await handle())
+  await store.complete(context.request, status, text)
+  return jsonAnswer(status, text, context.set)
 }

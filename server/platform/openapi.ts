@@ -131,6 +131,15 @@ and body) with the header \`Idempotent-Replayed: true\`; the same key with a dif
 \`idempotency_in_progress\`. Requests refused as \`invalid_request\` are not saved. Public reads without a key
 are never deduplicated.
 
+Exactly once across a crash: every request that moves money (transfers, holds and their capture and
+release, payment authorization, capture and void, withdrawals, sandbox funding) commits its key's record,
+with its answer, in the same database transaction as its effect. A retry after any failure, a crash of the
+server included, either gets the original answer (same status, body and \`Content-Type\`; only
+\`Idempotent-Replayed\`, \`X-Request-Id\`, the rate headers and \`Date\` differ) or, if the first attempt never
+committed, runs once. A key left in progress by a server process that is gone is settled at once. Operators'
+creating calls (\`POST /ops/v1/orgs\`, key issue and rotation) honour the header too, with keys scoped to the
+operator. See docs/idempotency.md.
+
 ## Rate limits
 Fixed 60-second windows, exact across instances: 1000 per minute per secret or test key, 100 per
 publishable key, 30 per source IP without a key. Every \`/v1\` response carries \`X-RateLimit-Limit\` and

@@ -140,6 +140,12 @@ describe('production', () => {
     expect(loadConfig({}).depositKeySeedHex).toBe(SANDBOX_DEPOSIT_KEY_SEED_HEX)
   })
 
+  test('refuses the test switch KASSA_TEST_EXIT_AFTER_COMMIT, which sandbox honours', () => {
+    expect(configError({ ...safe, KASSA_TEST_EXIT_AFTER_COMMIT: '1' }).message).toContain('KASSA_TEST_EXIT_AFTER_COMMIT')
+    expect(loadConfig({ KASSA_TEST_EXIT_AFTER_COMMIT: '3' }).testExitAfterCommit).toBe(3)
+    expect(loadConfig({}).testExitAfterCommit).toBe(0)
+  })
+
   test('refuses ALLOW_LOOPBACK_WEBHOOKS=true', () => {
     const error = configError({ ...safe, ALLOW_LOOPBACK_WEBHOOKS: 'true' })
     expect(error.message).toContain('ALLOW_LOOPBACK_WEBHOOKS')

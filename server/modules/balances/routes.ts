@@ -26,13 +26,12 @@ export function balancesRoutes(runtime: Runtime, access: AccessPlugin) {
 export function sandboxFundingRoutes(runtime: Runtime, access: AccessPlugin) {
   return new Elysia({ name: 'kassa/sandbox-funding', prefix: '/v1/sandbox' }).use(access).post(
     '/accounts/:id/fund',
-    async ({ params, body, principal, set }) => {
-      requireTestKey(principal)
-      set.status = 201
-      return service.fundFromFaucet(runtime, principal.orgId, params.id, body)
+    (context) => {
+      requireTestKey(context.principal)
+      return context.answerInCommit(context, 201, () => service.fundFromFaucet(runtime, context.principal.orgId, context.params.id, context.body))
     },
     {
-      access: 'secret',
+      access: { level: 'secret', idempotency: 'commit' },
       params: IdParams,
       body: FundBody,
       response: { 201: Funding },

@@ -1,6 +1,8 @@
 import { eventRow } from '../../ledger/events.ts'
 import { SYSTEM_ACCOUNTS, type HotBalance } from '../../ledger/hot-balances.ts'
+import type { LedgerOperation } from '../../ledger/writer.ts'
 import { ApiError } from '../../lib/errors.ts'
+import { answerInCommit } from '../../platform/idempotency.ts'
 import { newId } from '../../lib/ids.ts'
 import { formatAmount, parseAmount } from '../../lib/money.ts'
 import type { Runtime } from '../../runtime.ts'
@@ -37,7 +39,10 @@ export async function fundFromFaucet(runtime: Runtime, orgId: string, accountId:
   const id = newId('mv')
   const now = runtime.clock.now(orgId)
   const amount = formatAmount(amountMinor, info.decimals)
-  await runtime.ledger.submit({
+  // The answer's balance is the account's as this funding is reserved: what it will be once committed.
+  const view = () => ({ id, accountId, asset: info.asset, amount, balance: toBalanceView(info, runtime.ledger.balance(orgId, accountId, info.asset)) })
+  let answer: FundingView | undefined
+  const operation: LedgerOperation = {
     orgId,
     movementId: id,
     movementKind: 'sandbox_funding',
@@ -48,6 +53,11 @@ export async function fundFromFaucet(runtime: Runtime, orgId: string, accountId:
       { accountId: account.id, kind: 'customer', bucket: 'available', asset: info.asset, amountMinor },
     ],
     events: [eventRow(orgId, 'account.funded', { accountId: account.id, externalId: account.externalId, asset: info.asset, amount, source: 'sandbox_faucet' }, now)],
-  })
-  return { id, accountId, asset: info.asset, amount, balance: toBalanceView(info, runtime.ledger.balance(orgId, accountId, info.asset)) }
+    reserve: () => {
+      answer = view()
+      operation.idempotencyRecord = answerInCommit(answer)
+    },
+  }
+  await runtime.ledger.submit(operation)
+  return answer ?? view()
 }

@@ -26,12 +26,9 @@ export function depositsRoutes(runtime: Runtime, access: AccessPlugin) {
     .use(access)
     .post(
       '/deposits',
-      async ({ body, principal, set }) => {
-        set.status = 201
-        return service.createDeposit(runtime, principal.orgId, body)
-      },
+      (context) => context.answerInCommit(context, 201, () => service.createDeposit(runtime, context.principal.orgId, context.body)),
       {
-        access: 'secret',
+        access: { level: 'secret', idempotency: 'commit' },
         body: CreateDepositBody,
         response: { 201: Deposit },
         detail: apiDoc('Declare a deposit', 'Deposits', {

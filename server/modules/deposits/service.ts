@@ -1,4 +1,5 @@
 import { eventRow } from '../../ledger/events.ts'
+import { writeWithAnswer } from '../../platform/idempotency.ts'
 import { SYSTEM_ACCOUNTS, type Posting } from '../../ledger/hot-balances.ts'
 import { and, eq } from 'drizzle-orm'
 import type { Transaction } from '../../../db/client.ts'
@@ -226,7 +227,7 @@ export async function createDeposit(runtime: Runtime, orgId: string, input: Crea
     arrivedAt: null,
     completedAt: null,
   }
-  await repo.insertDeposit(runtime.db, row)
+  await writeWithAnswer(runtime.db, (executor) => repo.insertDeposit(executor, row), () => toDepositView(row))
   wakeSweepFor(runtime, orgId, row.expiresAt!)
   return toDepositView(row)
 }

@@ -12,12 +12,9 @@ export function holdsRoutes(runtime: Runtime, access: AccessPlugin) {
     .use(access)
     .post(
       '/holds',
-      async ({ body, principal, set }) => {
-        set.status = 201
-        return service.createHold(runtime, principal.orgId, body)
-      },
+      (context) => context.answerInCommit(context, 201, () => service.createHold(runtime, context.principal.orgId, context.body)),
       {
-        access: 'secret',
+        access: { level: 'secret', idempotency: 'commit' },
         body: CreateHoldBody,
         response: { 201: Hold },
         detail: apiDoc('Reserve funds', 'Holds', {
@@ -26,8 +23,8 @@ export function holdsRoutes(runtime: Runtime, access: AccessPlugin) {
         }),
       },
     )
-    .post('/holds/:id/capture', ({ params, body, principal }) => service.captureHold(runtime, principal.orgId, params.id, body), {
-      access: 'secret',
+    .post('/holds/:id/capture', (context) => context.answerInCommit(context, 200, () => service.captureHold(runtime, context.principal.orgId, context.params.id, context.body)), {
+      access: { level: 'secret', idempotency: 'commit' },
       params: IdParams,
       body: CaptureHoldBody,
       response: Hold,
@@ -36,8 +33,8 @@ export function holdsRoutes(runtime: Runtime, access: AccessPlugin) {
           'Once, for at most the held amount (default: all of it), to a destination account, as a transfer with its fee. The remainder returns to available in the same commit. hold_not_active unless pending; hold_expired past its expiry.',
       }),
     })
-    .post('/holds/:id/release', ({ params, principal }) => service.releaseHold(runtime, principal.orgId, params.id), {
-      access: 'secret',
+    .post('/holds/:id/release', (context) => context.answerInCommit(context, 200, () => service.releaseHold(runtime, context.principal.orgId, context.params.id)), {
+      access: { level: 'secret', idempotency: 'commit' },
       params: IdParams,
       response: Hold,
       detail: apiDoc('Release a hold', 'Holds', { description: 'Returns the whole hold to available. hold_not_active unless pending; hold_expired past its expiry.' }),

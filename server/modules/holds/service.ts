@@ -14,6 +14,7 @@ import { assertWithinLimits } from '../transfers/fees.ts'
 import { executeTransfer } from '../transfers/service.ts'
 import type { CaptureHoldInput, CreateHoldInput, HoldView } from './model.ts'
 import type { HoldRecord } from './repo.ts'
+import { answerInCommit } from '../../platform/idempotency.ts'
 import { closingHooks, findHoldRecord, holdRowsToWrite, releasePostings, requirePendingHold, takePendingHold } from './state.ts'
 
 /** How often the expiry sweep looks for holds past their expiry on their organization's clock. */
@@ -98,6 +99,7 @@ export async function createHold(runtime: Runtime, orgId: string, input: CreateH
     // The hold is pending (and capturable) from the moment its reservation is made.
     reserve: () => runtime.ledger.pendingHolds.set(hold.id, hold),
     revert: () => runtime.ledger.pendingHolds.delete(hold.id),
+    idempotencyRecord: answerInCommit(toHoldView(row)),
   })
   return toHoldView(row)
 }
@@ -119,7 +121,12 @@ export async function captureHold(runtime: Runtime, orgId: string, holdId: strin
     holdId,
     description: input.description,
     fields: { amount: 'amount', holdId: 'id' },
+    answer: (made) => capturedView(hold, made),
   })
+  return capturedView(hold, transfer)
+}
+
+function capturedView(hold: PendingHold, transfer: { createdAt: Date; totalDebited: bigint; id: string }): HoldView {
   return toHoldView({ ...holdRow(hold, 'captured', transfer.createdAt), capturedAmount: transfer.totalDebited, transferId: transfer.id })
 }
 
@@ -170,6 +177,7 @@ export async function releaseHold(runtime: Runtime, orgId: string, holdId: strin
   await requirePendingHold(runtime, orgId, holdId)
   const hold = takePendingHold(runtime, orgId, holdId)
   const { operation, row } = closingOperation(runtime, hold, 'released')
+  operation.idempotencyRecord = answerInCommit(toHoldView(row))
   await runtime.ledger.submit(operation)
   return toHoldView(row)
 }

@@ -1,5 +1,6 @@
 import { Elysia, t } from 'elysia'
 import { PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX, PageLimitQuery } from '../../lib/pagination.ts'
+import { runOnceForOperator, type IdempotencyStore } from '../../platform/idempotency.ts'
 import { apiDoc } from '../../platform/openapi.ts'
 import type { Runtime } from '../../runtime.ts'
 import {
@@ -24,14 +25,11 @@ const KeyParams = t.Object({ keyId: t.String({ maxLength: 64 }) })
 const doc = (summary: string, description?: string) => apiDoc(summary, 'Operators', { security: 'operator', description })
 
 /** The operator API: onboarding organizations and managing their keys and limits. */
-export function orgsOpsRoutes(runtime: Runtime) {
+export function orgsOpsRoutes(runtime: Runtime, idempotency: IdempotencyStore) {
   return new Elysia({ name: 'kassa/ops-orgs', prefix: '/ops/v1' })
     .post(
       '/orgs',
-      async ({ body, set }) => {
-        set.status = 201
-        return service.createOrganization(runtime, body.name)
-      },
+      (context) => runOnceForOperator(idempotency, context, 201, () => service.createOrganization(runtime, context.body.name)),
       {
         body: CreateOrganizationBody,
         response: { 201: CreatedOrganization },
@@ -56,10 +54,7 @@ export function orgsOpsRoutes(runtime: Runtime) {
     })
     .post(
       '/orgs/:orgId/keys',
-      async ({ params, body, set }) => {
-        set.status = 201
-        return service.issueOrganizationKey(runtime, params.orgId, body.type, body.environment)
-      },
+      (context) => runOnceForOperator(idempotency, context, 201, () => service.issueOrganizationKey(runtime, context.params.orgId, context.body.type, context.body.environment)),
       {
         params: OrgParams,
         body: IssueKeyBody,
@@ -69,10 +64,7 @@ export function orgsOpsRoutes(runtime: Runtime) {
     )
     .post(
       '/keys/:keyId/rotate',
-      async ({ params, body, set }) => {
-        set.status = 201
-        return service.rotateKey(runtime, params.keyId, body?.overlapSeconds)
-      },
+      (context) => runOnceForOperator(idempotency, context, 201, () => service.rotateKey(runtime, context.params.keyId, context.body?.overlapSeconds)),
       {
         params: KeyParams,
         body: t.Optional(RotateKeyBody),

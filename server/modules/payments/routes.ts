@@ -126,8 +126,8 @@ export function paymentsRoutes(runtime: Runtime, access: AccessPlugin, records: 
         }),
       },
     )
-    .post('/payments/:id/capture', ({ params, body, principal }) => service.capturePayment(runtime, principal.orgId, params.id, body ?? {}), {
-      access: 'secret',
+    .post('/payments/:id/capture', (context) => context.answerInCommit(context, 200, () => service.capturePayment(runtime, context.principal.orgId, context.params.id, context.body ?? {})), {
+      access: { level: 'secret', idempotency: 'commit' },
       params: IdParams,
       body: t.Optional(CapturePaymentBody),
       response: Payment,
@@ -135,8 +135,8 @@ export function paymentsRoutes(runtime: Runtime, access: AccessPlugin, records: 
         description: `Once, for at most the authorized amount (default: all of it), to the organization's card-settlement account; the remainder returns to available in the same commit. State becomes captured. ${REFUSALS_DOC}`,
       }),
     })
-    .post('/payments/:id/void', ({ params, principal }) => service.voidPayment(runtime, principal.orgId, params.id), {
-      access: 'secret',
+    .post('/payments/:id/void', (context) => context.answerInCommit(context, 200, () => service.voidPayment(runtime, context.principal.orgId, context.params.id)), {
+      access: { level: 'secret', idempotency: 'commit' },
       params: IdParams,
       response: Payment,
       detail: apiDoc('Void a payment', 'Payments', { description: `Releases the whole hold back to available. State becomes voided. ${REFUSALS_DOC}` }),

@@ -9,7 +9,7 @@ import { logFailure } from '../../lib/log.ts'
 import { hexWord, newId } from '../../lib/ids.ts'
 import { onePage, pageLimit } from '../../lib/pagination.ts'
 import { formatAmount, parseAmount } from '../../lib/money.ts'
-import { inlineRecord, judgeExisting, type IdempotencyStore, type InlineIdempotency } from '../../platform/idempotency.ts'
+import { answerInCommit, inlineRecord, judgeExisting, type IdempotencyRow, type IdempotencyStore, type InlineIdempotency } from '../../platform/idempotency.ts'
 import type { Runtime } from '../../runtime.ts'
 import { findAsset, type AssetInfo } from '../../lib/assets.ts'
 import { holdRow, onHoldExpiry } from '../holds/service.ts'
@@ -850,7 +850,7 @@ function startDeclineRecord(
 }
 
 /** Closes a payment's hold: the whole hold back to available, the payment's new state in the same commit. */
-function submitClose(runtime: Runtime, hold: PendingHold, payment: PaymentRow, event: ReturnType<typeof eventRow>, now: Date, idempotencyAnswer?: IdempotencyAnswer): Promise<void> {
+function submitClose(runtime: Runtime, hold: PendingHold, payment: PaymentRow, event: ReturnType<typeof eventRow>, now: Date, idempotencyAnswer?: IdempotencyAnswer, idempotencyRecord?: IdempotencyRow): Promise<void> {
   const decimals = findAsset(hold.asset)!.decimals
   return runtime.ledger.submit({
     orgId: hold.orgId,
@@ -863,6 +863,7 @@ function submitClose(runtime: Runtime, hold: PendingHold, payment: PaymentRow, e
     payments: [payment],
     events: [eventRow(hold.orgId, 'hold.released', { holdId: hold.id, accountId: hold.accountId, asset: hold.asset, amount: formatAmount(hold.amountMinor, decimals) }, now), event],
     idempotencyAnswer,
+    idempotencyRecord,
     ...closingHooks(runtime, hold),
   })
 }
@@ -920,6 +921,7 @@ export async function capturePayment(runtime: Runtime, orgId: string, id: string
       eventRow(orgId, 'hold.captured', { holdId: hold.id, accountId: hold.accountId, asset: hold.asset, amount: formatAmount(hold.amountMinor, decimals), ...amounts, transferId: null }, now),
       eventRow(orgId, 'payment.captured', eventData(captured, externalId, amounts), now),
     ],
+    idempotencyRecord: answerInCommit(toPaymentView(captured)),
     ...closingHooks(runtime, hold),
   })
   return toPaymentView(captured)
@@ -930,7 +932,7 @@ export async function voidPayment(runtime: Runtime, orgId: string, id: string): 
   const { payment, hold, externalId } = await takeAuthorized(runtime, orgId, id)
   const now = runtime.clock.now(orgId)
   const voided: PaymentRow = { ...payment, state: 'voided', closedAt: now }
-  await submitClose(runtime, hold, voided, eventRow(orgId, 'payment.voided', eventData(voided, externalId), now), now)
+  await submitClose(runtime, hold, voided, eventRow(orgId, 'payment.voided', eventData(voided, externalId), now), now, undefined, answerInCommit(toPaymentView(voided)))
   return toPaymentView(voided)
 }
 

@@ -12,12 +12,9 @@ export function quotesRoutes(runtime: Runtime, access: AccessPlugin) {
     .use(access)
     .post(
       '/quotes',
-      async ({ body, principal, set }) => {
-        set.status = 201
-        return service.createQuote(runtime, principal.orgId, body)
-      },
+      (context) => context.answerInCommit(context, 201, () => service.createQuote(runtime, context.principal.orgId, context.body)),
       {
-        access: 'secret',
+        access: { level: 'secret', idempotency: 'commit' },
         body: CreateQuoteBody,
         response: { 201: Quote },
         detail: apiDoc('Quote a withdrawal', 'Quotes', {

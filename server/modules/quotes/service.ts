@@ -1,4 +1,5 @@
 import type { Executor } from '../../../db/client.ts'
+import { writeWithAnswer } from '../../platform/idempotency.ts'
 import { basisPointsCeil } from '../../ledger/policy.ts'
 import { ApiError, notFound } from '../../lib/errors.ts'
 import { newId } from '../../lib/ids.ts'
@@ -41,7 +42,7 @@ export async function createQuote(runtime: Runtime, orgId: string, input: Create
   const now = runtime.clock.now(orgId)
   const networkFee = policy.withdrawalNetworkFeeMinor
   const serviceFee = basisPointsCeil(amountMinor, policy.withdrawalServiceFeeBps)
-  const row = await repo.insertQuote(runtime.db, {
+  const quote: Parameters<typeof repo.insertQuote>[1] = {
     id: newId('qt'),
     orgId,
     kind: input.kind,
@@ -54,7 +55,8 @@ export async function createQuote(runtime: Runtime, orgId: string, input: Create
     state: 'open',
     expiresAt: new Date(now.getTime() + policy.quoteLifetimeSeconds * 1000),
     createdAt: now,
-  })
+  }
+  const row = await writeWithAnswer(runtime.db, (executor) => repo.insertQuote(executor, quote), (written) => toQuoteView(written, now))
   return toQuoteView(row, now)
 }
 

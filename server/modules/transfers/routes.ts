@@ -12,12 +12,9 @@ export function transfersRoutes(runtime: Runtime, access: AccessPlugin) {
     .use(access)
     .post(
       '/transfers',
-      async ({ body, principal, set }) => {
-        set.status = 201
-        return service.createTransfer(runtime, principal.orgId, body)
-      },
+      (context) => context.answerInCommit(context, 201, () => service.createTransfer(runtime, context.principal.orgId, context.body)),
       {
-        access: 'secret',
+        access: { level: 'secret', idempotency: 'commit' },
         body: CreateTransferBody,
         response: { 201: Transfer },
         detail: apiDoc('Move value between two accounts', 'Transfers', {

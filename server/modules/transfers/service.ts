@@ -13,6 +13,7 @@ import { closingHooks, requirePendingHold, takePendingHold } from '../holds/stat
 import { planTransfer, type FeeModel, type TransferPlan } from './fees.ts'
 import type { CreateTransferInput, TransferView } from './model.ts'
 import * as repo from './repo.ts'
+import { answerInCommit } from '../../platform/idempotency.ts'
 
 export function toTransferView(row: repo.TransferRecord): TransferView {
   const decimals = findAsset(row.asset)?.decimals ?? 0
@@ -63,6 +64,8 @@ export interface TransferRequest {
   description: string | undefined
   /** Request field names, so errors point at what the caller sent (capture names differ). */
   fields: { amount: string; holdId: string }
+  /** The request's answer made from the transfer (a hold's capture answers the hold), committed with its key: `answerInCommit`. */
+  answer?: (transfer: repo.TransferRecord) => unknown
 }
 
 /**
@@ -115,6 +118,7 @@ export async function executeTransfer(runtime: Runtime, orgId: string, request: 
     ],
   }
   if (funding.kind === 'hold') attachCapture(runtime, operation, funding.hold, record, now)
+  operation.idempotencyRecord = answerInCommit(request.answer ? request.answer(record) : view)
   await runtime.ledger.submit(operation)
   return record
 }

@@ -19,12 +19,9 @@ export function withdrawalsRoutes(runtime: Runtime, access: AccessPlugin) {
     .use(access)
     .post(
       '/withdrawals',
-      async ({ body, principal, set }) => {
-        set.status = 201
-        return service.createWithdrawal(runtime, principal, body)
-      },
+      (context) => context.answerInCommit(context, 201, () => service.createWithdrawal(runtime, context.principal, context.body)),
       {
-        access: 'secret',
+        access: { level: 'secret', idempotency: 'commit' },
         body: CreateWithdrawalBody,
         response: { 201: Withdrawal },
         detail: apiDoc('Withdraw to an allowlisted destination', 'Withdrawals', {

@@ -1,4 +1,5 @@
 import { assertCanSend } from '../../ledger/accounts.ts'
+import { answerInCommit } from '../../platform/idempotency.ts'
 import { eventRow } from '../../ledger/events.ts'
 import { SYSTEM_ACCOUNTS, type Posting } from '../../ledger/hot-balances.ts'
 import type { LedgerOperation } from '../../ledger/writer.ts'
@@ -188,6 +189,7 @@ export async function createWithdrawal(runtime: Runtime, principal: Principal, i
     revert: () => state.claimedQuotes.delete(quote.id),
     // The database now says consumed; the claim in memory is no longer needed.
     committed: () => state.claimedQuotes.delete(quote.id),
+    idempotencyRecord: answerInCommit(toWithdrawalView(row)),
   }
   // Throws insufficient_available synchronously, having changed nothing.
   await runtime.ledger.submit(operation)
