@@ -77,7 +77,7 @@ export interface Config {
    * Authorizations a Postgres server makes, one at a time, on a throwaway database of its own before
    * it listens (`WARM_UP_AUTHORIZATIONS`, default 8,000 on Postgres, 4.6 to 13.1 s where measured; 0
    * turns it off; the embedded database has none), so that its first partners' requests do not
-   * meet a cold process (`server/platform/warm-up.ts`). Off in tests unless a test turns it on.
+   * meet a cold process (`server/warm-up.ts`). Off in tests unless a test turns it on.
    */
   warmUpAuthorizations: number
   logRequests: boolean

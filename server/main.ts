@@ -2,7 +2,7 @@ import { loadConfigOrExit } from './config.ts'
 import { startDeliveryProcess } from './platform/delivery-process.ts'
 import { DataFolderInUse } from '../db/folder-lock.ts'
 import { createApp } from './app.ts'
-import { warmUp, warmUpSummary } from './platform/warm-up.ts'
+import { warmUp, warmUpSummary } from './warm-up.ts'
 import { BUN_BODY_BACKSTOP_BYTES } from './platform/body.ts'
 
 async function main(): Promise<void> {

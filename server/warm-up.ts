@@ -1,9 +1,9 @@
 import { randomBytes } from 'node:crypto'
 import postgres from 'postgres'
-import type { createApp as CreateApp } from '../app.ts'
-import type { Config } from '../config.ts'
-import { socketOf, withDatabaseName } from '../../db/client.ts'
-import { randomToken } from '../lib/hash.ts'
+import type { createApp as CreateApp } from './app.ts'
+import type { Config } from './config.ts'
+import { socketOf, withDatabaseName } from '../db/client.ts'
+import { randomToken } from './lib/hash.ts'
 
 /**
  * A Postgres server's warm-up before it listens: authorizations made one at a time, each its own
