@@ -335,7 +335,7 @@ describe('list', () => {
     expect(await ids(`accountId=${account}&state=voided`)).toEqual([voided.id])
     expect(await ids(`accountId=${account}&state=captured`)).toEqual([captured.id])
     expect(await ids(`accountId=${account}&state=declined`)).toEqual([declined.id])
-    expect(await ids(`accountId=${account}&state=expired`)).toEqual([])
+    expect(await ids(`accountId=${account}&state=lapsed`)).toEqual([])
 
     // Without the account: every payment of the organization in that state, in id order, paged.
     const everyAuthorized = await ids('state=authorized&limit=200')
@@ -356,7 +356,7 @@ describe('list', () => {
       const response = await fx.call('GET', `/v1/payments?state=${state}`)
       expect(response.status).toBe(400)
       expect(response.body.error).toMatchObject({ code: 'invalid_request', field: 'state' })
-      expect(response.body.error.message).toBe("Query parameter 'state': state must be one of: authorized, declined, captured, voided, expired")
+      expect(response.body.error.message).toBe("Query parameter 'state': state must be one of: authorized, declined, captured, voided, lapsed")
     }
     expect(await fx.balance(payer)).toEqual(before)
   })
@@ -1104,7 +1104,7 @@ describe('decline records', () => {
 })
 
 describe('expiry', () => {
-  test('an uncaptured authorization expires after 24 h on the organization clock', async () => {
+  test('an uncaptured authorization lapses after 24 h on the organization clock, with payment.expired', async () => {
     const payment = (await authorize('6')).body
     const before = await fx.balance(payer)
     expect((await fx.call('POST', '/v1/sandbox/clock/advance', { seconds: 24 * 3600 - 60 })).status).toBe(200)
@@ -1114,7 +1114,7 @@ describe('expiry', () => {
     await expireDueHolds(app.kassa.runtime)
     await app.kassa.runtime.ledger.drain()
     const expired = await fx.call('GET', `/v1/payments/${payment.id}`)
-    expect(expired.body).toMatchObject({ state: 'expired' })
+    expect(expired.body).toMatchObject({ state: 'lapsed' })
     expect(await fx.balance(payer)).toMatchObject({ available: addDecimal(before.available, '6.000000'), held: '0.000000', total: before.total })
     const [event] = await queryRows<{ data: Record<string, unknown> }>(app.kassa.runtime.db, sql`select data from events where type = 'payment.expired' and data->>'paymentId' = ${payment.id}`)
     expect(event!.data).toEqual({ paymentId: payment.id, accountId: payer, externalId: 'card-holder', amount: '6.000000', asset: 'USDC' })
@@ -1133,7 +1133,7 @@ describe('expiry', () => {
       const voided = await fx.call('POST', `/v1/payments/${payment.id}/void`)
       expect([voided.status, voided.body.error.code]).toEqual([422, 'hold_expired'])
     })
-    expect((await fx.call('GET', `/v1/payments/${payment.id}`)).body.state).toBe('expired')
+    expect((await fx.call('GET', `/v1/payments/${payment.id}`)).body.state).toBe('lapsed')
     await expectVerified(app)
   })
 
@@ -1159,7 +1159,7 @@ describe('expiry', () => {
     const payment = (await pending).body
     expect(payment).toMatchObject({ state: 'authorized', description: 'late lapse' })
     const expired = await expiredOnceSwept(payment.id)
-    expect(expired).toMatchObject({ state: 'expired', amount: '2.500000', description: 'late lapse', merchant: { name: 'Coffee Shop', mcc: '5814' }, holdId: payment.holdId })
+    expect(expired).toMatchObject({ state: 'lapsed', amount: '2.500000', description: 'late lapse', merchant: { name: 'Coffee Shop', mcc: '5814' }, holdId: payment.holdId })
     expect(await eventsOf(payment.id)).toEqual(['payment.authorized', 'payment.expired'])
     await expectVerified(app)
   })
@@ -1186,7 +1186,7 @@ describe('expiry', () => {
     expect((await fx.call('GET', `/v1/payments/${payment.id}`)).body.state).toBe('authorized')
     // Given back (as a failed close gives it back), the next sweep takes it.
     hold.closing = false
-    expect(await expiredOnceSwept(payment.id)).toMatchObject({ state: 'expired' })
+    expect(await expiredOnceSwept(payment.id)).toMatchObject({ state: 'lapsed' })
     await expectVerified(app)
   })
 
@@ -1219,11 +1219,11 @@ describe('expiry', () => {
       expect((await call('POST', '/v1/sandbox/clock/advance', { seconds: 24 * 3600 })).status).toBe(200)
       let state = ''
       // The second instance's own background sweep, not a direct call, expires it.
-      for (let attempt = 0; attempt < 100 && state !== 'expired'; attempt++) {
+      for (let attempt = 0; attempt < 100 && state !== 'lapsed'; attempt++) {
         state = (await call('GET', `/v1/payments/${payment.id}`)).body.state
-        if (state !== 'expired') await Bun.sleep(50)
+        if (state !== 'lapsed') await Bun.sleep(50)
       }
-      expect(state).toBe('expired')
+      expect(state).toBe('lapsed')
       const balances = await call('GET', `/v1/accounts/${payer}/balances`)
       expect(balances.body.balances.find((entry: { asset: string }) => entry.asset === 'USDC')).toMatchObject({ held: '0.000000' })
       const [event] = await queryRows<{ count: string }>(second.runtime.db, sql`select count(*) as count from events where type = 'payment.expired' and data->>'paymentId' = ${payment.id}`)
@@ -1237,10 +1237,10 @@ describe('expiry', () => {
   })
 })
 
-/** Sweeps until the payment reads as expired (the app's own sweeper may get there first), and answers it. */
+/** Sweeps until the payment reads as lapsed (the app's own sweeper may get there first), and answers it. */
 async function expiredOnceSwept(paymentId: string): Promise<Record<string, unknown>> {
   let view: Record<string, unknown> = {}
-  for (let attempt = 0; attempt < 50 && view.state !== 'expired'; attempt++) {
+  for (let attempt = 0; attempt < 50 && view.state !== 'lapsed'; attempt++) {
     await expireDueHolds(app.kassa.runtime)
     await app.kassa.runtime.ledger.drain()
     view = (await fx.call('GET', `/v1/payments/${paymentId}`)).body

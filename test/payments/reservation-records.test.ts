@@ -52,14 +52,14 @@ describe("an authorization's reservation is recorded by its payment's row", () =
     expect((await fx.call('POST', `/v1/payments/${captured.id}/capture`, { amount: '5' })).status).toBe(200)
     expect((await fx.call('POST', `/v1/payments/${voided.id}/void`)).status).toBe(200)
     expect((await fx.call('POST', '/v1/sandbox/clock/advance', { seconds: 24 * 3600 + 60 })).status).toBe(200)
-    for (let attempt = 0; attempt < 50 && (await fx.call('GET', `/v1/payments/${lapsing.id}`)).body.state !== 'expired'; attempt++) {
+    for (let attempt = 0; attempt < 50 && (await fx.call('GET', `/v1/payments/${lapsing.id}`)).body.state !== 'lapsed'; attempt++) {
       await expireDueHolds(app.kassa.runtime)
       await app.kassa.runtime.ledger.drain()
     }
     // What follows a reservation is a movement row of its own, as before.
     expect(await movementRows(captured.id)).toEqual(['payment_capture'])
     expect(await movementRows(voided.id)).toEqual(['payment_release'])
-    expect((await fx.call('GET', `/v1/payments/${lapsing.id}`)).body.state).toBe('expired')
+    expect((await fx.call('GET', `/v1/payments/${lapsing.id}`)).body.state).toBe('lapsed')
     expect(await fx.balance(payer)).toMatchObject({ held: '0.000000' })
     expect((await verifyReport()).problems).toEqual([])
   })

@@ -28,8 +28,8 @@ export const CapturePaymentBody = t.Object(
 )
 
 /** Every state a payment can be in: the payment's field, and the list's filter. */
-const PaymentStateSchema = t.Union([t.Literal('authorized'), t.Literal('declined'), t.Literal('captured'), t.Literal('voided'), t.Literal('expired')], {
-  description: 'authorized → captured | voided | expired; declined is terminal from the start',
+const PaymentStateSchema = t.Union([t.Literal('authorized'), t.Literal('declined'), t.Literal('captured'), t.Literal('voided'), t.Literal('lapsed')], {
+  description: 'authorized → captured | voided | lapsed (uncaptured 24 h after authorization; event payment.expired); declined is terminal from the start',
 })
 export type PaymentState = Static<typeof PaymentStateSchema>
 
@@ -56,7 +56,7 @@ export const Payment = t.Object(
     capturedAmount: t.Union([DecimalAmount, t.Null()]),
     holdId: t.Union([t.String(), t.Null()], {
       description:
-        "The hold reserving the amount while authorized. `GET /v1/holds/{holdId}` shows it in every state (pending, then captured, released or expired with the payment); only the payment's own capture and void move it.",
+        "The hold reserving the amount while authorized. `GET /v1/holds/{holdId}` shows it in every state (pending, then captured, released, or expired when the payment lapses); only the payment's own capture and void move it.",
     }),
     merchant: t.Union([t.Object({ name: t.String(), mcc: t.Union([t.String(), t.Null()]) }), t.Null()]),
     description: t.Union([t.String(), t.Null()]),

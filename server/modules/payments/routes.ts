@@ -15,7 +15,7 @@ import { DEFAULT_SHEDDING } from '../../platform/load-shedder.ts'
 
 
 const STATES_DOC =
-  'States: authorized → captured | voided | expired (24 h after authorization on the organization\'s clock, event payment.expired); declined is terminal from the start. Events: payment.authorized, payment.declined, payment.captured, payment.voided, payment.expired.'
+  'States: authorized → captured | voided | lapsed (uncaptured 24 h after authorization on the organization\'s clock, event payment.expired); declined is terminal from the start. Events: payment.authorized, payment.declined, payment.captured, payment.voided, payment.expired.'
 const REFUSALS_DOC = 'Refused with hold_not_active (409) unless the payment is authorized (declined, captured, voided, or being captured or voided right now), and hold_expired (422) once it has lapsed or while its lapse is being committed.'
 
 /** Operator routes of payments (under /ops/v1, authenticated by the operator token). */

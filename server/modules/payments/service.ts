@@ -232,9 +232,9 @@ export async function startPayments(runtime: Runtime): Promise<void> {
         operation.holds = [holdRow(hold, 'expired', now)]
         return true
       }
-      const expired: PaymentRow = { ...payment, state: 'expired', closedAt: now }
-      operation.payments = [...(operation.payments ?? []), expired]
-      operation.events!.push(eventRow(hold.orgId, 'payment.expired', eventData(expired, externalIds.get(payment.accountId) ?? null), now))
+      const lapsed: PaymentRow = { ...payment, state: 'lapsed', closedAt: now }
+      operation.payments = [...(operation.payments ?? []), lapsed]
+      operation.events!.push(eventRow(hold.orgId, 'payment.expired', eventData(lapsed, externalIds.get(payment.accountId) ?? null), now))
       return true
     }
   })
@@ -245,7 +245,7 @@ const HOLD_STATE_OF_PAYMENT: Record<PaymentRow['state'], HoldRecord['state']> = 
   authorized: 'pending',
   captured: 'captured',
   voided: 'released',
-  expired: 'expired',
+  lapsed: 'expired',
   // Declined with a hold: a fail-closed decline whose late authorization landed and was released.
   declined: 'released',
 }
@@ -884,7 +884,7 @@ async function takeAuthorized(runtime: Runtime, orgId: string, id: string): Prom
   if (!found) throw notFound('payment')
   const externalId = (await runtime.ledger.accounts.find(found.accountId))?.externalId ?? null
   // From here to the caller's `submit` everything is synchronous: no other request slips in.
-  if (found.state === 'expired') throw new ApiError('hold_expired', `Payment ${id} expired at ${found.expiresAt?.toISOString()}`)
+  if (found.state === 'lapsed') throw new ApiError('hold_expired', `Payment ${id} lapsed at ${found.expiresAt?.toISOString()}`)
   if (found.state !== 'authorized' || !found.holdId) throw new ApiError('hold_not_active', `Payment ${id} is ${found.state}`)
   const pending = runtime.ledger.pendingHolds.get(found.holdId)
   // Postgres still says authorized while a capture, void or lapse of it commits, or just did.

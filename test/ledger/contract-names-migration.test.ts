@@ -1,0 +1,53 @@
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { sql } from 'drizzle-orm'
+import { migrationsFolder, queryRows, runMigrations, type DatabaseHandle } from '../../db/client.ts'
+import { createTestDatabase, type TestDatabase } from '../support/db.ts'
+
+const TAG = '0018_contract_names'
+
+/** The migrations before `tag`, as a folder of their own. */
+function migrationsBefore(tag: string): string {
+  const folder = mkdtempSync(join(tmpdir(), 'kassa-migrations-'))
+  mkdirSync(join(folder, 'meta'))
+  const journal = JSON.parse(readFileSync(join(migrationsFolder, 'meta', '_journal.json'), 'utf8')) as { entries: Array<{ tag: string }> }
+  const at = journal.entries.findIndex((entry) => entry.tag === tag)
+  expect(at).toBeGreaterThan(0)
+  const entries = journal.entries.slice(0, at)
+  for (const entry of entries) copyFileSync(join(migrationsFolder, `${entry.tag}.sql`), join(folder, `${entry.tag}.sql`))
+  writeFileSync(join(folder, 'meta', '_journal.json'), JSON.stringify({ ...journal, entries }))
+  return folder
+}
+
+describe(`migration ${TAG}: stored rows take the contract's names`, () => {
+  let database: TestDatabase
+  let handle: DatabaseHandle
+  let before: string
+  beforeAll(async () => {
+    database = await createTestDatabase()
+    handle = await database.open()
+    before = migrationsBefore(TAG)
+    await runMigrations(handle, database.databaseUrl, before)
+  })
+  afterAll(async () => {
+    rmSync(before, { recursive: true, force: true })
+    await database.drop()
+  })
+
+  test('renames the states, decline codes and funding event names of rows written before it, and nothing else', async () => {
+    const db = handle.db
+    await db.execute(sql`insert into payments (id, org_id, account_id, asset, amount, requested_amount, state, failure_code, hold_id, expires_at, created_at, closed_at) values
+      ('pay_lapsed', 'org_a', 'acct_a', 'USDC', 125, '1.25', 'expired', null, 'hold_pay_lapsed', now(), now(), now()),
+      ('pay_open', 'org_a', 'acct_a', 'USDC', 300, '3.00', 'authorized', null, 'hold_pay_open', now() + interval '1 day', now(), null)`)
+
+    await runMigrations(handle, database.databaseUrl)
+
+    const payments = await queryRows<{ id: string; state: string; failure_code: string | null }>(db, sql`select id, state, failure_code from payments order by id`)
+    expect(payments).toEqual([
+      { id: 'pay_lapsed', state: 'lapsed', failure_code: null },
+      { id: 'pay_open', state: 'authorized', failure_code: null },
+    ])
+  })
+})
