@@ -2,3 +2,12 @@
 -- the rename are rewritten here, so every reader sees one name for one state.
 -- A payment authorization that lapsed uncaptured after 24 h is `lapsed` (its event stays payment.expired).
 UPDATE "payments" SET "state" = 'lapsed' WHERE "state" = 'expired';
+--> statement-breakpoint
+-- A declined authorization's failureCode is the contract's error code for its reason, the one a
+-- transfer or a hold answers for the same reason: insufficient_funds -> insufficient_available,
+-- amount_too_small -> min_amount. The payment.declined events that carry it say it the same way.
+UPDATE "payments" SET "failure_code" = CASE "failure_code" WHEN 'insufficient_funds' THEN 'insufficient_available' ELSE 'min_amount' END
+  WHERE "failure_code" IN ('insufficient_funds', 'amount_too_small');
+--> statement-breakpoint
+UPDATE "events" SET "data" = jsonb_set("data", '{failureCode}', to_jsonb(CASE "data"->>'failureCode' WHEN 'insufficient_funds' THEN 'insufficient_available' ELSE 'min_amount' END))
+  WHERE "type" = 'payment.declined' AND "data"->>'failureCode' IN ('insufficient_funds', 'amount_too_small');

@@ -40,14 +40,30 @@ describe(`migration ${TAG}: stored rows take the contract's names`, () => {
     const db = handle.db
     await db.execute(sql`insert into payments (id, org_id, account_id, asset, amount, requested_amount, state, failure_code, hold_id, expires_at, created_at, closed_at) values
       ('pay_lapsed', 'org_a', 'acct_a', 'USDC', 125, '1.25', 'expired', null, 'hold_pay_lapsed', now(), now(), now()),
-      ('pay_open', 'org_a', 'acct_a', 'USDC', 300, '3.00', 'authorized', null, 'hold_pay_open', now() + interval '1 day', now(), null)`)
+      ('pay_open', 'org_a', 'acct_a', 'USDC', 300, '3.00', 'authorized', null, 'hold_pay_open', now() + interval '1 day', now(), null),
+      ('pay_poor', 'org_a', 'acct_a', 'USDC', 900, '9.00', 'declined', 'insufficient_funds', null, null, now(), now()),
+      ('pay_small', 'org_a', 'acct_a', 'USDC', 1, '0.000001', 'declined', 'amount_too_small', null, null, now(), now()),
+      ('pay_late', 'org_a', 'acct_a', 'USDC', 2, '0.000002', 'declined', 'processing_timeout', null, null, now(), now())`)
+    await db.execute(sql`insert into events (id, org_id, type, data) values
+      ('evt_poor', 'org_a', 'payment.declined', '{"paymentId":"pay_poor","failureCode":"insufficient_funds"}'),
+      ('evt_small', 'org_a', 'payment.declined', '{"paymentId":"pay_small","failureCode":"amount_too_small"}'),
+      ('evt_late', 'org_a', 'payment.declined', '{"paymentId":"pay_late","failureCode":"processing_timeout"}')`)
 
     await runMigrations(handle, database.databaseUrl)
 
     const payments = await queryRows<{ id: string; state: string; failure_code: string | null }>(db, sql`select id, state, failure_code from payments order by id`)
     expect(payments).toEqual([
       { id: 'pay_lapsed', state: 'lapsed', failure_code: null },
+      { id: 'pay_late', state: 'declined', failure_code: 'processing_timeout' },
       { id: 'pay_open', state: 'authorized', failure_code: null },
+      { id: 'pay_poor', state: 'declined', failure_code: 'insufficient_available' },
+      { id: 'pay_small', state: 'declined', failure_code: 'min_amount' },
+    ])
+    const events = await queryRows<{ id: string; type: string; data: Record<string, unknown> }>(db, sql`select id, type, data from events order by id`)
+    expect(events).toEqual([
+      { id: 'evt_late', type: 'payment.declined', data: { paymentId: 'pay_late', failureCode: 'processing_timeout' } },
+      { id: 'evt_poor', type: 'payment.declined', data: { paymentId: 'pay_poor', failureCode: 'insufficient_available' } },
+      { id: 'evt_small', type: 'payment.declined', data: { paymentId: 'pay_small', failureCode: 'min_amount' } },
     ])
   })
 })

@@ -65,7 +65,7 @@ test(`authorizations, captures and voids answered before kill -9 survive restart
   expect((await ops('PATCH', `/ops/v1/orgs/${org.id}/limits`, { rateLimitPerMinute: 10_000_000 })).status).toBe(200)
   const send = jsonClient(base, key)
   const payer = (await send('POST', '/v1/accounts', { externalId: 'payer' })).body.id as string
-  // Three units only: most authorizations against it are definite insufficient_funds declines.
+  // Three units only: most authorizations against it are definite insufficient_available declines.
   const short = (await send('POST', '/v1/accounts', { externalId: 'short' })).body.id as string
   expect((await send('POST', `/v1/sandbox/accounts/${payer}/fund`, { asset: 'USDC', amount: '1000000' })).status).toBe(201)
   expect((await send('POST', `/v1/sandbox/accounts/${short}/fund`, { asset: 'USDC', amount: '3' })).status).toBe(201)

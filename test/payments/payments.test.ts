@@ -90,7 +90,7 @@ function declinedRow(amount: bigint, at: Date): PaymentRow {
     amount,
     requestedAmount: '1',
     state: 'declined',
-    failureCode: 'insufficient_funds',
+    failureCode: 'insufficient_available',
     holdId: null,
     capturedAmount: null,
     merchantName: null,
@@ -137,8 +137,8 @@ describe('authorize', () => {
   })
 
   const declines: Array<{ name: string; body: Record<string, unknown>; code: string }> = [
-    { name: 'more than available', body: { amount: '1000' }, code: 'insufficient_funds' },
-    { name: 'below the minimum', body: { amount: '0.01' }, code: 'amount_too_small' },
+    { name: 'more than available', body: { amount: '1000' }, code: 'insufficient_available' },
+    { name: 'below the minimum', body: { amount: '0.01' }, code: 'min_amount' },
     { name: 'above the limit', body: { amount: '2000000' }, code: 'limit_exceeded' },
     { name: 'an unsupported asset', body: { asset: 'EUR', amount: '5.00' }, code: 'unsupported_asset' },
   ]
@@ -155,6 +155,16 @@ describe('authorize', () => {
       expect(after).toEqual({ ...(before as object), counts: { ...(before as { counts: Record<string, number> }).counts, events: (before as { counts: Record<string, number> }).counts.events! + 1 } })
       expect(await paymentCount()).toBe(count + 1)
     })
+
+    test(`a hold and a transfer refused for ${decline.name} answer the same code, ${decline.code}`, async () => {
+      const body = { accountId: payer, asset: 'USDC', amount: '1', ...decline.body }
+      const hold = await fx.call('POST', '/v1/holds', { ...body, expiresInSeconds: 3600 })
+      expect([hold.status >= 400, hold.body.error?.code]).toEqual([true, decline.code])
+      const { accountId, ...moved } = body
+      const destinationAccountId = await fx.mint(`payee-${decline.code}`)
+      const transfer = await fx.call('POST', '/v1/transfers', { ...moved, sourceAccountId: accountId, destinationAccountId })
+      expect([transfer.status >= 400, transfer.body.error?.code]).toEqual([true, decline.code])
+    })
   }
 
   test('declines a frozen account with account_frozen', async () => {
@@ -165,6 +175,8 @@ describe('authorize', () => {
     const response = await fx.call('POST', '/v1/payments/authorize', { accountId: frozen, asset: 'USDC', amount: '1' })
     expect(response.status).toBe(201)
     expect(response.body).toMatchObject({ state: 'declined', failureCode: 'account_frozen' })
+    const hold = await fx.call('POST', '/v1/holds', { accountId: frozen, asset: 'USDC', amount: '1', expiresInSeconds: 3600 })
+    expect([hold.status, hold.body.error.code]).toEqual([422, 'account_frozen'])
     expect(await fx.balance(frozen)).toMatchObject({ available: '10.000000', held: '0.000000' })
   })
 
@@ -326,7 +338,7 @@ describe('list', () => {
     const captured = (await pay('1')).body
     const declined = (await pay('50')).body
     const open = (await pay('1')).body
-    expect(declined).toMatchObject({ state: 'declined', failureCode: 'insufficient_funds' })
+    expect(declined).toMatchObject({ state: 'declined', failureCode: 'insufficient_available' })
     await fx.call('POST', `/v1/payments/${voided.id}/void`)
     await fx.call('POST', `/v1/payments/${captured.id}/capture`, {})
 
@@ -411,7 +423,7 @@ describe('idempotency on the hot path (the record commits with the authorization
 
   test('a declined authorization is replayed as declined, even after the account could pay', async () => {
     const first = await authorizeWithKey('auth-decline-1', '1000000')
-    expect(first.body).toMatchObject({ state: 'declined', failureCode: 'insufficient_funds' })
+    expect(first.body).toMatchObject({ state: 'declined', failureCode: 'insufficient_available' })
     const retry = await authorizeWithKey('auth-decline-1', '1000000')
     expect(retry.headers.get('idempotent-replayed')).toBe('true')
     expect(retry.body).toEqual(first.body)
@@ -839,7 +851,7 @@ describe('decline records', () => {
       expect(await settled(first)).toBe(false)
       const firstAnswer = await first
       const firstMs = performance.now() - startedAt
-      expect(firstAnswer.body).toMatchObject({ state: 'declined', failureCode: 'insufficient_funds' })
+      expect(firstAnswer.body).toMatchObject({ state: 'declined', failureCode: 'insufficient_available' })
       expect(firstMs).toBeGreaterThanOrEqual(DECLINE_RECORD_LAG_MAX_MS - 1)
       expect(firstMs).toBeLessThan(AUTHORIZATION_BUDGET_MS - AUTHORIZATION_ANSWER_MARGIN_MS)
       // Answered before its record is durable, readable from memory meanwhile.
@@ -848,7 +860,7 @@ describe('decline records', () => {
       await Bun.sleep(30)
       // Its record is now behind by more than the limit: a decline without a key is answered at once...
       const keyless = await authorize(tooMuch)
-      expect(keyless.body).toMatchObject({ state: 'declined', failureCode: 'insufficient_funds' })
+      expect(keyless.body).toMatchObject({ state: 'declined', failureCode: 'insufficient_available' })
       const stats = (await app.ops('GET', '/ops/v1/payments/stats')).body
       expect(stats.declineRecords.waiting).toBe(2)
       expect(stats.declineRecords.oldestWaitMs).toBeGreaterThan(DECLINE_RECORD_LAG_MAX_MS)
@@ -864,7 +876,7 @@ describe('decline records', () => {
       // The keyed one was answered once durable; the ones behind land with it or just after.
       for (let tries = 0; recorder.backlog > 0 && tries < 500; tries++) await Bun.sleep(10)
       for (const answer of answers) {
-        expect(answer).toMatchObject({ state: 'declined', failureCode: 'insufficient_funds' })
+        expect(answer).toMatchObject({ state: 'declined', failureCode: 'insufficient_available' })
         expect(await eventsOf(answer.id)).toEqual(['payment.declined'])
         expect((await fx.call('GET', `/v1/payments/${answer.id}`)).body).toEqual(answer)
       }
@@ -889,7 +901,7 @@ describe('decline records', () => {
       const first = authorize(tooMuch)
       await Bun.sleep(DECLINE_RECORD_LAG_MAX_MS + 30)
       const behind = await authorize(tooMuch)
-      expect(behind.body).toMatchObject({ state: 'declined', failureCode: 'insufficient_funds' })
+      expect(behind.body).toMatchObject({ state: 'declined', failureCode: 'insufficient_available' })
       expect(recorder.backlog).toBe(2)
       // A third decline could not be recorded: refused, with or without a key, and nothing of it kept.
       const paymentsBefore = await paymentCount()
@@ -919,7 +931,7 @@ describe('decline records', () => {
       // The refused key was not used up: sent again once the records caught up, it is decided.
       const again = await authorizeWithKey(key, tooMuch)
       expect(again.status).toBe(201)
-      expect(again.body).toMatchObject({ state: 'declined', failureCode: 'insufficient_funds' })
+      expect(again.body).toMatchObject({ state: 'declined', failureCode: 'insufficient_available' })
       expect((await authorizeWithKey(key, tooMuch)).body).toEqual(again.body)
     } finally {
       open()
@@ -949,7 +961,7 @@ describe('decline records', () => {
       const kept = declined(1_000_000n)
       expect(await recorder.record(kept, eventRow(fx.org.id, 'payment.declined', { paymentId: kept.id }, now))).toBe('recorded')
       expect(recorder.backlog).toBe(0)
-      expect((await fx.call('GET', `/v1/payments/${kept.id}`)).body).toMatchObject({ id: kept.id, state: 'declined', failureCode: 'insufficient_funds' })
+      expect((await fx.call('GET', `/v1/payments/${kept.id}`)).body).toMatchObject({ id: kept.id, state: 'declined', failureCode: 'insufficient_available' })
       expect((await fx.call('GET', `/v1/payments/${refused.id}`)).status).toBe(404)
       expect(await eventsOf(kept.id)).toEqual(['payment.declined'])
     } finally {
@@ -987,7 +999,7 @@ describe('decline records', () => {
       const row = declinedRow(1_000_000n, now)
       expect(await recorder.record(row, eventRow(fx.org.id, 'payment.declined', { paymentId: row.id }, now))).toBe('recorded')
       expect(attempts).toEqual([false, true])
-      expect((await fx.call('GET', `/v1/payments/${row.id}`)).body).toMatchObject({ id: row.id, state: 'declined', failureCode: 'insufficient_funds' })
+      expect((await fx.call('GET', `/v1/payments/${row.id}`)).body).toMatchObject({ id: row.id, state: 'declined', failureCode: 'insufficient_available' })
       expect(await eventsOf(row.id)).toEqual(['payment.declined'])
     } finally {
       await recorder.stop()

@@ -40,7 +40,7 @@ describe("an authorization's reservation is recorded by its payment's row", () =
     const voided = (await authorize('1.5')).body
     const lapsing = (await authorize('0.25')).body
     const declined = (await authorize('100000')).body
-    expect(declined).toMatchObject({ state: 'declined', failureCode: 'insufficient_funds', holdId: null })
+    expect(declined).toMatchObject({ state: 'declined', failureCode: 'insufficient_available', holdId: null })
     for (const payment of [captured, voided, lapsing]) expect(await movementRows(payment.id)).toEqual([])
     expect(await movementRows(declined.id)).toEqual([])
     // Three reservations of two legs each, derived from their payments; the decline reserved nothing.

@@ -2,8 +2,12 @@ import { t, type Static } from 'elysia'
 import { PageLimitQuery } from '../../lib/pagination.ts'
 import { DecimalAmount, RequestAmount } from '../balances/model.ts'
 
-/** Issuer-like reasons for a decline. A decline is HTTP 201 with one of these, never an error. */
-export const FAILURE_CODES = ['insufficient_funds', 'account_frozen', 'limit_exceeded', 'unsupported_asset', 'amount_too_small', 'processing_timeout', 'processing_error'] as const
+/**
+ * Reasons for a decline. A decline is HTTP 201 with one of these, never an error. The business
+ * reasons are the codes of the contract's error vocabulary that a transfer or a hold answers for the
+ * same reason; processing_timeout and processing_error have no such code.
+ */
+export const FAILURE_CODES = ['insufficient_available', 'account_frozen', 'limit_exceeded', 'unsupported_asset', 'min_amount', 'processing_timeout', 'processing_error'] as const
 export type FailureCode = (typeof FAILURE_CODES)[number]
 
 export const AuthorizePaymentBody = t.Object(
@@ -39,11 +43,11 @@ export const Payment = t.Object(
     state: PaymentStateSchema,
     failureCode: t.Union(
       [
-        t.Literal('insufficient_funds'),
+        t.Literal('insufficient_available'),
         t.Literal('account_frozen'),
         t.Literal('limit_exceeded'),
         t.Literal('unsupported_asset'),
-        t.Literal('amount_too_small'),
+        t.Literal('min_amount'),
         t.Literal('processing_timeout'),
         t.Literal('processing_error'),
         t.Null(),

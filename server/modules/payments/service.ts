@@ -70,11 +70,15 @@ export const AUTHORIZATION_LIFETIME_MS = 24 * 3600 * 1000
 /** Amounts of unsupported assets are still checked for shape; no asset has more decimals than this. */
 const UNKNOWN_ASSET_DECIMALS_MAX = 36
 
-/** Ledger refusals that are business declines, and the issuer-like code each answers with. */
+/**
+ * Ledger refusals that are business declines. A decline's failureCode is the refusal's own code
+ * from the contract's error vocabulary, so one reason reads the same on a payment as on a transfer
+ * or a hold.
+ */
 const DECLINE_CODES: Partial<Record<string, FailureCode>> = {
-  insufficient_available: 'insufficient_funds',
+  insufficient_available: 'insufficient_available',
   account_frozen: 'account_frozen',
-  min_amount: 'amount_too_small',
+  min_amount: 'min_amount',
   limit_exceeded: 'limit_exceeded',
   unsupported_asset: 'unsupported_asset',
 }
