@@ -11,3 +11,6 @@ UPDATE "payments" SET "failure_code" = CASE "failure_code" WHEN 'insufficient_fu
 --> statement-breakpoint
 UPDATE "events" SET "data" = jsonb_set("data", '{failureCode}', to_jsonb(CASE "data"->>'failureCode' WHEN 'insufficient_funds' THEN 'insufficient_available' ELSE 'min_amount' END))
   WHERE "type" = 'payment.declined' AND "data"->>'failureCode' IN ('insufficient_funds', 'amount_too_small');
+--> statement-breakpoint
+-- An allowlist entry in its 24 h timelock is `registered` (then `active`).
+UPDATE "allowlist_entries" SET "state" = 'registered' WHERE "state" = 'pending';

@@ -5,7 +5,7 @@ const money = (name: string) => numeric(name, { precision: 38, scale: 0, mode: '
 const at = (name: string) => timestamp(name, { withTimezone: true, mode: 'date' })
 
 /**
- * A pre-registered withdrawal destination of one account. `pending` until its 24 h timelock on the
+ * A pre-registered withdrawal destination of one account. `registered` until its 24 h timelock on the
  * organization's clock elapses, then `active` (event `treasury.allowlist.activated`); `removed` by
  * request. An address that fails screening is never stored.
  */
@@ -19,7 +19,7 @@ export const allowlistEntries = pgTable(
     /** Canonical form (Sui: lowercase 0x + 64 hex; Tron: base58check). */
     address: text('address').notNull(),
     label: text('label'),
-    state: text('state', { enum: ['pending', 'active', 'removed'] }).notNull(),
+    state: text('state', { enum: ['registered', 'active', 'removed'] }).notNull(),
     activatesAt: at('activates_at').notNull(),
     activatedAt: at('activated_at'),
     removedAt: at('removed_at'),

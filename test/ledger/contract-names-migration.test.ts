@@ -48,6 +48,9 @@ describe(`migration ${TAG}: stored rows take the contract's names`, () => {
       ('evt_poor', 'org_a', 'payment.declined', '{"paymentId":"pay_poor","failureCode":"insufficient_funds"}'),
       ('evt_small', 'org_a', 'payment.declined', '{"paymentId":"pay_small","failureCode":"amount_too_small"}'),
       ('evt_late', 'org_a', 'payment.declined', '{"paymentId":"pay_late","failureCode":"processing_timeout"}')`)
+    await db.execute(sql`insert into allowlist_entries (id, org_id, account_id, network, address, state, activates_at, created_at) values
+      ('alw_locked', 'org_a', 'acct_a', 'sui', '0x01', 'pending', now() + interval '1 day', now()),
+      ('alw_active', 'org_a', 'acct_a', 'sui', '0x02', 'active', now(), now())`)
 
     await runMigrations(handle, database.databaseUrl)
 
@@ -58,6 +61,11 @@ describe(`migration ${TAG}: stored rows take the contract's names`, () => {
       { id: 'pay_open', state: 'authorized', failure_code: null },
       { id: 'pay_poor', state: 'declined', failure_code: 'insufficient_available' },
       { id: 'pay_small', state: 'declined', failure_code: 'min_amount' },
+    ])
+    const entries = await queryRows<{ id: string; state: string }>(db, sql`select id, state from allowlist_entries order by id`)
+    expect(entries).toEqual([
+      { id: 'alw_active', state: 'active' },
+      { id: 'alw_locked', state: 'registered' },
     ])
     const events = await queryRows<{ id: string; type: string; data: Record<string, unknown> }>(db, sql`select id, type, data from events order by id`)
     expect(events).toEqual([

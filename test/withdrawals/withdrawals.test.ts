@@ -321,7 +321,7 @@ describe('withdrawal refusals change nothing and leave the quote open', () => {
     expect((await fx.call('GET', `/v1/quotes/${quoteId}`)).body.state).toBe('open')
     // Once the timelock has elapsed the same quote works (it is still open and unexpired).
     await fx.advance(30)
-    expect((await fx.call('GET', `/v1/allowlist/${entry}`)).body.state).toBe('pending')
+    expect((await fx.call('GET', `/v1/allowlist/${entry}`)).body.state).toBe('registered')
     await fx.advance(90)
     const newQuote = await fx.quote(holder, '100')
     expect((await fx.withdraw({ accountId: holder, allowlistEntryId: entry, quoteId: newQuote })).status).toBe(201)
