@@ -14,3 +14,7 @@ UPDATE "events" SET "data" = jsonb_set("data", '{failureCode}', to_jsonb(CASE "d
 --> statement-breakpoint
 -- An allowlist entry in its 24 h timelock is `registered` (then `active`).
 UPDATE "allowlist_entries" SET "state" = 'registered' WHERE "state" = 'pending';
+--> statement-breakpoint
+-- A withdrawal that succeeded on chain is `confirmed` (its event stays treasury.withdrawal.completed;
+-- treasury.withdrawal.confirmed is reserved by the contract and never emitted).
+UPDATE "withdrawals" SET "state" = 'confirmed' WHERE "state" = 'completed';

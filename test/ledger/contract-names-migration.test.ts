@@ -51,6 +51,9 @@ describe(`migration ${TAG}: stored rows take the contract's names`, () => {
     await db.execute(sql`insert into allowlist_entries (id, org_id, account_id, network, address, state, activates_at, created_at) values
       ('alw_locked', 'org_a', 'acct_a', 'sui', '0x01', 'pending', now() + interval '1 day', now()),
       ('alw_active', 'org_a', 'acct_a', 'sui', '0x02', 'active', now(), now())`)
+    await db.execute(sql`insert into withdrawals (id, org_id, account_id, allowlist_entry_id, quote_id, network, asset, address, amount, network_fee, service_fee, total_debited, state, approval_required, created_by_key_id, created_at) values
+      ('wd_done', 'org_a', 'acct_a', 'alw_active', 'qt_1', 'sui', 'USDC', '0x02', 100, 1, 1, 102, 'completed', false, 'key_1', now()),
+      ('wd_failed', 'org_a', 'acct_a', 'alw_active', 'qt_2', 'sui', 'USDC', '0x02', 100, 1, 1, 102, 'failed', false, 'key_1', now())`)
 
     await runMigrations(handle, database.databaseUrl)
 
@@ -66,6 +69,11 @@ describe(`migration ${TAG}: stored rows take the contract's names`, () => {
     expect(entries).toEqual([
       { id: 'alw_active', state: 'active' },
       { id: 'alw_locked', state: 'registered' },
+    ])
+    const withdrawals = await queryRows<{ id: string; state: string }>(db, sql`select id, state from withdrawals order by id`)
+    expect(withdrawals).toEqual([
+      { id: 'wd_done', state: 'confirmed' },
+      { id: 'wd_failed', state: 'failed' },
     ])
     const events = await queryRows<{ id: string; type: string; data: Record<string, unknown> }>(db, sql`select id, type, data from events order by id`)
     expect(events).toEqual([
