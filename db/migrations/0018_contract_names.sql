@@ -18,3 +18,20 @@ UPDATE "allowlist_entries" SET "state" = 'registered' WHERE "state" = 'pending';
 -- A withdrawal that succeeded on chain is `confirmed` (its event stays treasury.withdrawal.completed;
 -- treasury.withdrawal.confirmed is reserved by the contract and never emitted).
 UPDATE "withdrawals" SET "state" = 'confirmed' WHERE "state" = 'completed';
+--> statement-breakpoint
+-- Funding deposits (declared deposits, deposit-address arrivals, assigned suspense arrivals) no
+-- longer use transaction.deposit.*, the names of vault deposit intents: their event is
+-- funding.deposit.confirmed, and a declared deposit's intentId is txi_ with its deposit's identifier.
+UPDATE "events" SET "type" = 'funding.deposit.confirmed',
+  "data" = CASE WHEN "data"->>'intentId' LIKE 'dep\_%'
+    THEN jsonb_set("data", '{intentId}', to_jsonb('txi_' || substr("data"->>'intentId', 5)))
+    ELSE "data" END
+  WHERE "type" = 'transaction.deposit.confirmed';
+--> statement-breakpoint
+-- Endpoints keep receiving the funding deposits they subscribed to: an exact subscription to the old
+-- name moves to the new one, and one to transaction.* also names the new one.
+UPDATE "webhook_endpoints" SET "events" = array_replace("events", 'transaction.deposit.confirmed', 'funding.deposit.confirmed')
+  WHERE 'transaction.deposit.confirmed' = ANY("events") AND NOT 'funding.deposit.confirmed' = ANY("events");
+--> statement-breakpoint
+UPDATE "webhook_endpoints" SET "events" = array_append("events", 'funding.deposit.confirmed')
+  WHERE 'transaction.*' = ANY("events") AND NOT ("events" && ARRAY['*', 'funding.*', 'funding.deposit.confirmed']);

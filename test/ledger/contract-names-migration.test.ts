@@ -54,6 +54,14 @@ describe(`migration ${TAG}: stored rows take the contract's names`, () => {
     await db.execute(sql`insert into withdrawals (id, org_id, account_id, allowlist_entry_id, quote_id, network, asset, address, amount, network_fee, service_fee, total_debited, state, approval_required, created_by_key_id, created_at) values
       ('wd_done', 'org_a', 'acct_a', 'alw_active', 'qt_1', 'sui', 'USDC', '0x02', 100, 1, 1, 102, 'completed', false, 'key_1', now()),
       ('wd_failed', 'org_a', 'acct_a', 'alw_active', 'qt_2', 'sui', 'USDC', '0x02', 100, 1, 1, 102, 'failed', false, 'key_1', now())`)
+    await db.execute(sql`insert into events (id, org_id, type, data) values
+      ('evt_declared', 'org_a', 'transaction.deposit.confirmed', '{"intentId":"dep_0192f0c1a2b37c4d8e9f0a1b2c3d4e5f","depositId":"dep_0192f0c1a2b37c4d8e9f0a1b2c3d4e5f"}'),
+      ('evt_arrived', 'org_a', 'transaction.deposit.confirmed', '{"depositId":"dep_1"}')`)
+    await db.execute(sql`insert into webhook_endpoints (id, org_id, url, events, secret, created_at, updated_at) values
+      ('wh_exact', 'org_a', 'https://a.example', array['transaction.deposit.confirmed', 'account.created'], 's', now(), now()),
+      ('wh_namespace', 'org_a', 'https://b.example', array['transaction.*'], 's', now(), now()),
+      ('wh_all', 'org_a', 'https://c.example', array['*'], 's', now(), now()),
+      ('wh_other', 'org_a', 'https://d.example', array['payment.*'], 's', now(), now())`)
 
     await runMigrations(handle, database.databaseUrl)
 
@@ -70,6 +78,13 @@ describe(`migration ${TAG}: stored rows take the contract's names`, () => {
       { id: 'alw_active', state: 'active' },
       { id: 'alw_locked', state: 'registered' },
     ])
+    const endpoints = await queryRows<{ id: string; events: string[] }>(db, sql`select id, events from webhook_endpoints order by id`)
+    expect(endpoints).toEqual([
+      { id: 'wh_all', events: ['*'] },
+      { id: 'wh_exact', events: ['funding.deposit.confirmed', 'account.created'] },
+      { id: 'wh_namespace', events: ['transaction.*', 'funding.deposit.confirmed'] },
+      { id: 'wh_other', events: ['payment.*'] },
+    ])
     const withdrawals = await queryRows<{ id: string; state: string }>(db, sql`select id, state from withdrawals order by id`)
     expect(withdrawals).toEqual([
       { id: 'wd_done', state: 'confirmed' },
@@ -77,6 +92,12 @@ describe(`migration ${TAG}: stored rows take the contract's names`, () => {
     ])
     const events = await queryRows<{ id: string; type: string; data: Record<string, unknown> }>(db, sql`select id, type, data from events order by id`)
     expect(events).toEqual([
+      { id: 'evt_arrived', type: 'funding.deposit.confirmed', data: { depositId: 'dep_1' } },
+      {
+        id: 'evt_declared',
+        type: 'funding.deposit.confirmed',
+        data: { intentId: 'txi_0192f0c1a2b37c4d8e9f0a1b2c3d4e5f', depositId: 'dep_0192f0c1a2b37c4d8e9f0a1b2c3d4e5f' },
+      },
       { id: 'evt_late', type: 'payment.declined', data: { paymentId: 'pay_late', failureCode: 'processing_timeout' } },
       { id: 'evt_poor', type: 'payment.declined', data: { paymentId: 'pay_poor', failureCode: 'insufficient_available' } },
       { id: 'evt_small', type: 'payment.declined', data: { paymentId: 'pay_small', failureCode: 'min_amount' } },
