@@ -9,8 +9,31 @@ installPostgresDriverPatch()
 const { createApp } = await import('./app.ts')
 const { warmUp, warmUpSummary } = await import('./platform/warm-up.ts')
 
+/** Why `host:port` cannot be listened on, or undefined when it can (port 0 always can). */
+function portRefusal(host: string, port: number): string | undefined {
+  if (port === 0) return undefined
+  try {
+    Bun.listen({ hostname: host, port, socket: { data() {} } }).stop(true)
+    return undefined
+  } catch (error) {
+    return (error as Error).message
+  }
+}
+
+/** Says why the start is refused, in one line, and exits with `code`: nothing was created or printed before. */
+function refuseStart(message: string, code: number): never {
+  console.error(`kassa: ${message}`)
+  process.exit(code)
+}
+
 async function main(): Promise<void> {
   const config = loadConfigOrExit('kassa')
+  // Before anything is created or printed (a data folder, an operator token, a warm-up): a port in
+  // use refuses the start at once.
+  const refusedPort = portRefusal(config.host, config.port)
+  if (refusedPort !== undefined) {
+    refuseStart(`could not listen on ${config.host}:${config.port}: ${refusedPort}. Stop the server using it, or set PORT to another port.`, 1)
+  }
   // Before the server's own instance opens: the warm-up's instance is closed and its database
   // dropped before this one loads a balance, and a refused warm-up changes nothing of the start.
   // A stop asked for meanwhile ends it, drops its database, and ends the start.
@@ -41,6 +64,7 @@ async function main(): Promise<void> {
     // half its connections, each with balances of its own in memory. It is refused instead.
     kassa.app.listen({ port: config.port, hostname: config.host, maxRequestBodySize: config.bodyLimitBytes + 1024, reusePort: false })
   } catch (error) {
+    // Taken between the check above and now.
     console.error(`kassa: could not listen on ${config.host}:${config.port}: ${(error as Error).message} Stop the server using it, or set PORT to another port.`)
     await kassa.close()
     process.exit(1)
