@@ -40,4 +40,11 @@ describe('a start refused before it creates or prints anything', () => {
       holder.stop(true)
     }
   })
+
+  test('KASSA_CLUSTER=1 is a configuration error: cluster mode is not built, so no second writer starts', async () => {
+    const refused = await refusedStart({ DATABASE_URL: '', KASSA_CLUSTER: '1', DATA_DIR: join(scratch, 'cluster') })
+    expect(refused.code).toBe(2)
+    expectOneClearLine(refused.stderr, 'configuration error', 'KASSA_CLUSTER', 'not available')
+    expect(existsSync(join(scratch, 'cluster'))).toBe(false)
+  })
 })
