@@ -7,6 +7,9 @@ import { spawnServerProcess } from '../support/server-process.ts'
 const scratch = mkdtempSync(join(tmpdir(), 'kassa-start-refusals-'))
 afterAll(() => rmSync(scratch, { recursive: true, force: true }))
 
+/** Each of these starts real server processes, on a machine that may be busy. */
+const SPAWN_TEST_TIMEOUT_MS = 60_000
+
 /** Starts `bun server/main.ts` expecting it to refuse to start: its exit code and what it printed (killed after 30 s). */
 async function refusedStart(env: Record<string, string>): Promise<{ code: number; stdout: string; stderr: string }> {
   const child = spawnServerProcess(env)
@@ -39,12 +42,12 @@ describe('a start refused before it creates or prints anything', () => {
     } finally {
       holder.stop(true)
     }
-  })
+  }, SPAWN_TEST_TIMEOUT_MS)
 
   test('KASSA_CLUSTER=1 is a configuration error: cluster mode is not built, so no second writer starts', async () => {
     const refused = await refusedStart({ DATABASE_URL: '', KASSA_CLUSTER: '1', DATA_DIR: join(scratch, 'cluster') })
     expect(refused.code).toBe(2)
     expectOneClearLine(refused.stderr, 'configuration error', 'KASSA_CLUSTER', 'not available')
     expect(existsSync(join(scratch, 'cluster'))).toBe(false)
-  })
+  }, SPAWN_TEST_TIMEOUT_MS)
 })
