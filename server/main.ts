@@ -3,6 +3,7 @@ import { gcTimerSummary, heapWarmUpSummary, loadConfigOrExit } from './config.ts
 import { requestThreadFirst } from './platform/thread-priority.ts'
 import { startDeliveryProcess } from './platform/delivery-process.ts'
 import { DataFolderInUse } from '../db/folder-lock.ts'
+import { DatabaseInUse, DatabaseUnavailable, describeConnectFailure, describeHolder, takeServingLock, type ServingLock } from '../db/serving-lock.ts'
 
 // Before anything loads the postgres.js driver: it must be loaded with its crash guard.
 installPostgresDriverPatch()
@@ -29,10 +30,28 @@ function refuseStart(message: string, code: number): never {
 async function main(): Promise<void> {
   const config = loadConfigOrExit('kassa')
   // Before anything is created or printed (a data folder, an operator token, a warm-up): a port in
-  // use refuses the start at once.
+  // use, an unreachable database and a database another server serves each refuse the start at once.
   const refusedPort = portRefusal(config.host, config.port)
   if (refusedPort !== undefined) {
     refuseStart(`could not listen on ${config.host}:${config.port}: ${refusedPort}. Stop the server using it, or set PORT to another port.`, 1)
+  }
+  let servingLock: ServingLock | undefined
+  if (config.databaseUrl !== undefined) {
+    try {
+      servingLock = await takeServingLock(config.databaseUrl, {
+        log: (line) => console.error(line),
+        onLost: (holder) => {
+          // Another server took the database while this one's lock connection was away: two
+          // writers must not serve one database, so this one stops.
+          console.error(`kassa: this server lost its database lock to another server${holder ? ` (${describeHolder(holder)})` : ''}; stopping`)
+          void shutdown('lost database lock', 1)
+        },
+      })
+    } catch (error) {
+      if (error instanceof DatabaseUnavailable) refuseStart(`configuration error: ${error.message}`, 2)
+      if (error instanceof DatabaseInUse) refuseStart(error.message, 1)
+      throw error
+    }
   }
   // Before the server's own instance opens: the warm-up's instance is closed and its database
   // dropped before this one loads a balance, and a refused warm-up changes nothing of the start.
@@ -47,16 +66,17 @@ async function main(): Promise<void> {
   console.log(`kassa: warm-up: ${warmUpSummary(config, warm)}`)
   if (stopWarmUp.signal.aborted) {
     console.log(`kassa: ${String(stopWarmUp.signal.reason)} while warming up, not started`)
+    await servingLock?.release()
     process.exit(0)
   }
-  let kassa
+  let kassa: Awaited<ReturnType<typeof createApp>>
   try {
     kassa = await createApp(config)
   } catch (error) {
-    if (error instanceof DataFolderInUse) {
-      console.error(`kassa: ${error.message}`)
-      process.exit(1)
-    }
+    if (error instanceof DataFolderInUse) refuseStart(error.message, 1)
+    // The database went away (or was dropped) between the lock and the migrations.
+    const unreachable = config.databaseUrl === undefined ? undefined : describeConnectFailure((error as { cause?: unknown }).cause ?? error, config.databaseUrl)
+    if (unreachable !== undefined) refuseStart(`configuration error: ${unreachable}`, 2)
     throw error
   }
   try {
@@ -67,9 +87,11 @@ async function main(): Promise<void> {
     // Taken between the check above and now.
     console.error(`kassa: could not listen on ${config.host}:${config.port}: ${(error as Error).message} Stop the server using it, or set PORT to another port.`)
     await kassa.close()
+    await servingLock?.release()
     process.exit(1)
   }
   const server = kassa.app.server!
+  await servingLock?.announce(`${server.hostname}:${server.port}`)
   console.log(
     `kassa ${config.serviceEnv} listening on http://${server.hostname}:${server.port} ` +
       `(database: ${config.databaseUrl ? 'postgres' : `embedded at ${config.dataDir}`})`,
@@ -83,15 +105,27 @@ async function main(): Promise<void> {
   console.log(
     `kassa: webhook delivery: ${!config.webhookDelivery ? 'off (WEBHOOK_DELIVERY=false)' : delivery ? `${delivery.summary}, pid ${delivery.pid}` : `in this process (${config.databaseUrl === undefined ? 'the embedded database is open in it alone' : 'WEBHOOK_DELIVERY_PROCESS=false'})`}`,
   )
-  const shutdown = async (signal: string) => {
+  stopServer = async (signal: string, code: number) => {
     console.log(`kassa: ${signal}, shutting down`)
     priority?.stop()
     await delivery?.stop()
     await kassa.close()
-    process.exit(0)
+    await servingLock?.release()
+    process.exit(code)
   }
-  process.on('SIGINT', () => void shutdown('SIGINT'))
-  process.on('SIGTERM', () => void shutdown('SIGTERM'))
+  process.on('SIGINT', () => void shutdown('SIGINT', 0))
+  process.on('SIGTERM', () => void shutdown('SIGTERM', 0))
+}
+
+/** Set once the server listens; before that, a stop ends the process at once. */
+let stopServer: ((signal: string, code: number) => Promise<void>) | undefined
+let stopping = false
+
+async function shutdown(signal: string, code: number): Promise<void> {
+  if (stopping) return
+  stopping = true
+  if (stopServer === undefined) process.exit(code)
+  await stopServer(signal, code)
 }
 
 await main()
