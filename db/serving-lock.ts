@@ -136,6 +136,7 @@ function applicationNameOf(identity: { host: string; pid: number }): string {
  */
 export async function takeServingLock(url: string, options: { onLost: (holder: ServingHolder | undefined) => void; log?: (line: string) => void }): Promise<ServingLock> {
   const identity = { host: hostname(), pid: process.pid, startedAt: new Date().toISOString() }
+  const applicationName = applicationNameOf(identity)
   const socket = socketOf(url)
   const sql = postgres(socket.url, {
     max: 1,
@@ -144,7 +145,7 @@ export async function takeServingLock(url: string, options: { onLost: (holder: S
     connect_timeout: CONNECT_TIMEOUT_SECONDS,
     fetch_types: false,
     onnotice: () => {},
-    connection: { application_name: applicationNameOf(identity) },
+    connection: { application_name: applicationName },
     ...(socket.host === undefined ? {} : { host: socket.host }),
   })
   const [classKey, objectKey] = SERVING_LOCK_KEYS
@@ -188,7 +189,14 @@ export async function takeServingLock(url: string, options: { onLost: (holder: S
         await announceRow()
         return
       }
-      options.onLost(await readHolder(sql))
+      const holder = await readHolder(sql)
+      // Its own earlier session, cut off on this side (a network cut) but not yet noticed by
+      // Postgres: ended, and the lock taken at the next check.
+      if (holder !== undefined && holder.applicationName === applicationName) {
+        await sql`select pg_terminate_backend(${holder.backendPid}::int)`
+        return
+      }
+      options.onLost(holder)
     } catch {
       // The database is away: the next check tries again (the lock is free while nobody holds it).
     } finally {
