@@ -173,6 +173,15 @@ describe('the check at delivery', () => {
     expect(target.received.length).toBe(before)
   })
 
+  test('refuses to send to an IPv4-compatible IPv6 literal of a refused address, judged by the address it carries, without connecting', async () => {
+    const before = target.received.length
+    for (const host of ['[::127.0.0.1]', '[::169.254.169.254]', '[::10.0.0.1]', '[2002:7f00:1::1]']) {
+      const result = await send(`https://${host}:${new URL(target.url).port}/hook`, { allowLoopback: false })
+      expect(result.kind).toBe('refused_address')
+    }
+    expect(target.received.length).toBe(before)
+  })
+
   test('refuses to send when the name does not resolve at all', async () => {
     const result = await send('https://nothing.invalid/hook', { allowLoopback: false, resolve: async () => [] })
     expect(result.kind).toBe('refused_address')
