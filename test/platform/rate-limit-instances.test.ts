@@ -47,7 +47,7 @@ afterAll(async () => {
   }
   await database?.drop()
   if (dataDir) rmSync(dataDir, { recursive: true, force: true })
-})
+}, 60_000)
 
 /** Starts `server/main.ts` on a free port and resolves once it says where it listens. */
 async function startInstance(databaseUrl: string, name: string): Promise<Instance> {

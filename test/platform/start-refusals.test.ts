@@ -15,7 +15,7 @@ afterAll(async () => {
   for (const server of servers) await server.stop().catch(() => {})
   for (const database of databases) await database.drop()
   rmSync(scratch, { recursive: true, force: true })
-})
+}, 60_000)
 
 /** Each of these starts real server processes, on a machine that may be busy. */
 const SPAWN_TEST_TIMEOUT_MS = 60_000
