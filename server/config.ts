@@ -205,6 +205,14 @@ function readDeliveryProcess(env: Environment, databaseUrl: string | undefined):
  * clear message instead of surfacing as a strange failure later.
  */
 export function loadConfig(env: Environment = process.env): Config {
+  // Until cluster mode exists, turning it on must not quietly start a second writer on a database
+  // that already has one: it is refused, and one server per database stays the rule.
+  if (readBoolean(env, 'KASSA_CLUSTER', false)) {
+    throw new ConfigError(
+      'KASSA_CLUSTER=1: cluster mode (several servers on one database) is not available in this version; ' +
+        'run one server per database (unset KASSA_CLUSTER)',
+    )
+  }
   const serviceEnv = readChoice(env, 'SERVICE_ENV', ['sandbox', 'production'] as const, 'sandbox')
   const databaseUrl = readDatabaseUrl(env)
   const operatorToken = env.OPERATOR_TOKEN === '' ? undefined : env.OPERATOR_TOKEN

@@ -4,9 +4,51 @@ import { DataFolderInUse } from '../db/folder-lock.ts'
 import { createApp } from './app.ts'
 import { warmUp, warmUpSummary } from './warm-up.ts'
 import { BUN_BODY_BACKSTOP_BYTES } from './platform/body.ts'
+import { DatabaseInUse, DatabaseUnavailable, describeConnectFailure, describeHolder, takeServingLock, type ServingLock } from '../db/serving-lock.ts'
+
+/** Why `host:port` cannot be listened on, or undefined when it can (port 0 always can). */
+function portRefusal(host: string, port: number): string | undefined {
+  if (port === 0) return undefined
+  try {
+    Bun.listen({ hostname: host, port, socket: { data() {} } }).stop(true)
+    return undefined
+  } catch (error) {
+    return (error as Error).message
+  }
+}
+
+/** Says why the start is refused, in one line, and exits with `code`: nothing was created or printed before. */
+function refuseStart(message: string, code: number): never {
+  console.error(`kassa: ${message}`)
+  process.exit(code)
+}
 
 async function main(): Promise<void> {
   const config = loadConfigOrExit('kassa')
+  // Before anything is created or printed (a data folder, an operator token, a warm-up): a port in
+  // use, an unreachable database and a database another server serves each refuse the start at once.
+  const refusedPort = portRefusal(config.host, config.port)
+  if (refusedPort !== undefined) {
+    refuseStart(`could not listen on ${config.host}:${config.port}: ${refusedPort}. Stop the server using it, or set PORT to another port.`, 1)
+  }
+  let servingLock: ServingLock | undefined
+  if (config.databaseUrl !== undefined) {
+    try {
+      servingLock = await takeServingLock(config.databaseUrl, {
+        log: (line) => console.error(line),
+        onLost: (holder) => {
+          // Another server took the database while this one's lock connection was away: two
+          // writers must not serve one database, so this one stops.
+          console.error(`kassa: this server lost its database lock to another server${holder ? ` (${describeHolder(holder)})` : ''}; stopping`)
+          void shutdown('lost database lock', 1)
+        },
+      })
+    } catch (error) {
+      if (error instanceof DatabaseUnavailable) refuseStart(`configuration error: ${error.message}`, 2)
+      if (error instanceof DatabaseInUse) refuseStart(error.message, 1)
+      throw error
+    }
+  }
   // Before the server's own instance opens: the warm-up's instance is closed and its database
   // dropped before this one loads a balance, and a refused warm-up changes nothing of the start.
   // A stop asked for meanwhile ends it, drops its database, and ends the start.
@@ -20,16 +62,17 @@ async function main(): Promise<void> {
   console.log(`kassa: warm-up: ${warmUpSummary(config, warm)}`)
   if (stopWarmUp.signal.aborted) {
     console.log(`kassa: ${String(stopWarmUp.signal.reason)} while warming up, not started`)
+    await servingLock?.release()
     process.exit(0)
   }
-  let kassa
+  let kassa: Awaited<ReturnType<typeof createApp>>
   try {
     kassa = await createApp(config)
   } catch (error) {
-    if (error instanceof DataFolderInUse) {
-      console.error(`kassa: ${error.message}`)
-      process.exit(1)
-    }
+    if (error instanceof DataFolderInUse) refuseStart(error.message, 1)
+    // The database went away (or was dropped) between the lock and the migrations.
+    const unreachable = config.databaseUrl === undefined ? undefined : describeConnectFailure((error as { cause?: unknown }).cause ?? error, config.databaseUrl)
+    if (unreachable !== undefined) refuseStart(`configuration error: ${unreachable}`, 2)
     throw error
   }
   try {
@@ -40,11 +83,14 @@ async function main(): Promise<void> {
     // reading, or as a stream arrives) with the error body every refusal has.
     kassa.app.listen({ port: config.port, hostname: config.host, maxRequestBodySize: BUN_BODY_BACKSTOP_BYTES, reusePort: false })
   } catch (error) {
+    // Taken between the check above and now.
     console.error(`kassa: could not listen on ${config.host}:${config.port}: ${(error as Error).message} Stop the server using it, or set PORT to another port.`)
     await kassa.close()
+    await servingLock?.release()
     process.exit(1)
   }
   const server = kassa.app.server!
+  await servingLock?.announce(`${server.hostname}:${server.port}`)
   console.log(
     `kassa ${config.serviceEnv} listening on http://${server.hostname}:${server.port} ` +
       `(database: ${config.databaseUrl ? 'postgres' : `embedded at ${config.dataDir}`})`,
@@ -54,14 +100,26 @@ async function main(): Promise<void> {
   console.log(
     `kassa: webhook delivery: ${!config.webhookDelivery ? 'off (WEBHOOK_DELIVERY=false)' : delivery ? `${delivery.summary}, pid ${delivery.pid}` : `in this process (${config.databaseUrl === undefined ? 'the embedded database is open in it alone' : 'WEBHOOK_DELIVERY_PROCESS=false'})`}`,
   )
-  const shutdown = async (signal: string) => {
+  stopServer = async (signal: string, code: number) => {
     console.log(`kassa: ${signal}, shutting down`)
     await delivery?.stop()
     await kassa.close()
-    process.exit(0)
+    await servingLock?.release()
+    process.exit(code)
   }
-  process.on('SIGINT', () => void shutdown('SIGINT'))
-  process.on('SIGTERM', () => void shutdown('SIGTERM'))
+  process.on('SIGINT', () => void shutdown('SIGINT', 0))
+  process.on('SIGTERM', () => void shutdown('SIGTERM', 0))
+}
+
+/** Set once the server listens; before that, a stop ends the process at once. */
+let stopServer: ((signal: string, code: number) => Promise<void>) | undefined
+let stopping = false
+
+async function shutdown(signal: string, code: number): Promise<void> {
+  if (stopping) return
+  stopping = true
+  if (stopServer === undefined) process.exit(code)
+  await stopServer(signal, code)
 }
 
 await main()

@@ -6,7 +6,7 @@ const at = (name: string) => timestamp(name, { withTimezone: true, mode: 'date' 
 
 /**
  * A card-style payment authorization. States: `authorized` (its hold is pending) moves once to
- * `captured`, `voided` or `expired`; `declined` is terminal from the start. Declines are recorded
+ * `captured`, `voided` or `lapsed` (uncaptured after 24 h); `declined` is terminal from the start. Declines are recorded
  * too, with the issuer-like `failure_code`.
  *
  * A row with `hold_id` set is also the ledger's record of its reservation (the amount from the
@@ -25,7 +25,7 @@ export const payments = pgTable(
     amount: money('amount'),
     /** The amount exactly as the request gave it. */
     requestedAmount: text('requested_amount').notNull(),
-    state: text('state', { enum: ['authorized', 'declined', 'captured', 'voided', 'expired'] }).notNull(),
+    state: text('state', { enum: ['authorized', 'declined', 'captured', 'voided', 'lapsed'] }).notNull(),
     failureCode: text('failure_code'),
     holdId: text('hold_id'),
     capturedAmount: money('captured_amount'),
@@ -41,7 +41,7 @@ export const payments = pgTable(
   // (every authorization writes an entry into each index here). Ids stay unique across
   // organizations by construction (`newId`: a UUIDv7, its time and random bits).
   // Only authorized payments are looked up by state (at start), so only they are in that index: a
-  // decline, capture, void or expiry writes no entry into it.
+  // decline, capture, void or lapse writes no entry into it.
   (table) => [
     primaryKey({ name: 'payments_pkey', columns: [table.orgId, table.id] }),
     index('payments_account_idx').on(table.orgId, table.accountId, table.id),

@@ -5,7 +5,7 @@ const money = (name: string) => numeric(name, { precision: 38, scale: 0, mode: '
 const at = (name: string) => timestamp(name, { withTimezone: true, mode: 'date' })
 
 /**
- * A pre-registered withdrawal destination of one account. `pending` until its 24 h timelock on the
+ * A pre-registered withdrawal destination of one account. `registered` until its 24 h timelock on the
  * organization's clock elapses, then `active` (event `treasury.allowlist.activated`); `removed` by
  * request. An address that fails screening is never stored.
  */
@@ -19,7 +19,7 @@ export const allowlistEntries = pgTable(
     /** Canonical form (Sui: lowercase 0x + 64 hex; Tron: base58check). */
     address: text('address').notNull(),
     label: text('label'),
-    state: text('state', { enum: ['pending', 'active', 'removed'] }).notNull(),
+    state: text('state', { enum: ['registered', 'active', 'removed'] }).notNull(),
     activatesAt: at('activates_at').notNull(),
     activatedAt: at('activated_at'),
     removedAt: at('removed_at'),
@@ -38,9 +38,9 @@ export const allowlistEntries = pgTable(
 /**
  * A withdrawal to an allowlisted destination at a quoted price. States: `pending_approval` (above the
  * organization's threshold, waiting for a second key) → `approved` (unsigned transaction built) →
- * `submitted` (broadcast) → exactly one of `completed` (with chain evidence) or `failed`; a pending
+ * `submitted` (broadcast) → exactly one of `confirmed` (with chain evidence) or `failed`; a pending
  * one can also end `rejected`. Money: available → in_flight at creation; in_flight leaves to the
- * chain (and the fees account) on completion, or back to available on failure or rejection.
+ * chain (and the fees account) on confirmation, or back to available on failure or rejection.
  */
 export const withdrawals = pgTable(
   'withdrawals',
@@ -58,7 +58,7 @@ export const withdrawals = pgTable(
     networkFee: money('network_fee').notNull(),
     serviceFee: money('service_fee').notNull(),
     totalDebited: money('total_debited').notNull(),
-    state: text('state', { enum: ['pending_approval', 'approved', 'submitted', 'completed', 'failed', 'rejected'] }).notNull(),
+    state: text('state', { enum: ['pending_approval', 'approved', 'submitted', 'confirmed', 'failed', 'rejected'] }).notNull(),
     approvalRequired: boolean('approval_required').notNull(),
     /** The key that created it; it can never approve it. */
     createdByKeyId: text('created_by_key_id').notNull(),

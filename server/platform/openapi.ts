@@ -1,3 +1,4 @@
+import { dirname, join } from 'node:path'
 import { swagger } from '@elysiajs/swagger'
 import { Elysia } from 'elysia'
 import { ERROR_STATUS } from '../lib/errors.ts'
@@ -149,6 +150,19 @@ sheds load: refused before the request is read past its key, nothing authorized 
 used up, so the same request can be sent again; such a refusal has no rate headers and is not counted against the key's limit.
 `
 
+/** Where /docs loads its viewer from: this server, never a CDN, so the page works offline. */
+export const DOCS_VIEWER_PATH = '/docs/api-reference.js'
+
+/**
+ * The viewer's standalone browser bundle, from the installed @scalar/api-reference package (its
+ * version pinned in package.json). It is one self-contained script: no chunk or stylesheet is
+ * fetched after it.
+ */
+function docsViewerFile(): string {
+  const entry = Bun.resolveSync('@scalar/api-reference', import.meta.dir)
+  return join(dirname(entry), 'browser', 'standalone.js')
+}
+
 /**
  * The OpenAPI document at /openapi.json and an interactive page at /docs. The plugin's default
  * version string is 3.0.3; TypeBox emits JSON Schema, which is what OpenAPI 3.1 speaks, so the
@@ -158,7 +172,10 @@ export function openapiPlugin() {
   const plugin = swagger({
     path: '/docs',
     specPath: OPENAPI_PATH,
-    exclude: ['/docs', OPENAPI_PATH],
+    exclude: ['/docs', OPENAPI_PATH, DOCS_VIEWER_PATH],
+    scalarCDN: DOCS_VIEWER_PATH,
+    // The viewer's default fonts come from its vendor's servers; the system's fonts serve offline.
+    scalarConfig: { withDefaultFonts: false } as never,
     documentation: {
       openapi: '3.1.0',
       info: { title: 'Kassa API', version: '1.0.0', description },
@@ -186,7 +203,13 @@ export function openapiPlugin() {
   })
   // A hook registered before `use` runs for the plugin's routes: the served document is rewritten
   // on its way out, and the plugin's own HTML page at /docs passes through untouched.
+  const viewer = Bun.file(docsViewerFile())
   return new Elysia({ name: 'kassa/openapi' })
     .onAfterHandle(({ path, response }) => (path === OPENAPI_PATH ? toOpenApi31(response) : undefined))
     .use(plugin)
+    .get(
+      DOCS_VIEWER_PATH,
+      () => new Response(viewer, { headers: { 'content-type': 'text/javascript; charset=utf-8', 'cache-control': 'public, max-age=3600' } }),
+      { detail: { hide: true } },
+    )
 }

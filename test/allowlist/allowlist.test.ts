@@ -51,10 +51,10 @@ async function eventsOfType(type: string): Promise<Array<{ data: any }>> {
 }
 
 describe('allowlist registration', () => {
-  test('registers a Sui destination as pending for 24 hours on the organization clock, in canonical form', async () => {
+  test('registers a Sui destination as registered for 24 hours on the organization clock, in canonical form', async () => {
     const response = await register({ network: 'sui', address: SUI.toUpperCase().replace('0X', '0x'), label: 'cold wallet' })
     expect(response.status).toBe(201)
-    expect(response.body).toMatchObject({ accountId: account, network: 'sui', address: SUI, label: 'cold wallet', state: 'pending', activatedAt: null })
+    expect(response.body).toMatchObject({ accountId: account, network: 'sui', address: SUI, label: 'cold wallet', state: 'registered', activatedAt: null })
     expect(new Date(response.body.activatesAt).getTime() - new Date(response.body.createdAt).getTime()).toBe(DAY_SECONDS * 1000)
     expect((await fx.call('GET', `/v1/allowlist/${response.body.id}`)).body).toEqual(response.body)
     const list = await fx.call('GET', `/v1/accounts/${account}/allowlist`)
@@ -130,11 +130,11 @@ describe('allowlist registration', () => {
 })
 
 describe('allowlist timelock', () => {
-  test('an entry stays pending until 24 hours have passed, then activates once with treasury.allowlist.activated', async () => {
+  test('an entry stays registered until 24 hours have passed, then activates once with treasury.allowlist.activated', async () => {
     const holder = await fx.mint('timelocked')
     const entry = (await register({ network: 'sui', address: SUI }, holder)).body
     await fx.call('POST', '/v1/sandbox/clock/advance', { seconds: DAY_SECONDS - 1 })
-    expect((await fx.call('GET', `/v1/allowlist/${entry.id}`)).body.state).toBe('pending')
+    expect((await fx.call('GET', `/v1/allowlist/${entry.id}`)).body.state).toBe('registered')
     expect((await eventsOfType('treasury.allowlist.activated')).filter((event) => event.data.id === entry.id)).toHaveLength(0)
     await fx.call('POST', '/v1/sandbox/clock/advance', { seconds: 1 })
     const active = (await fx.call('GET', `/v1/allowlist/${entry.id}`)).body
@@ -169,7 +169,7 @@ describe('allowlist activation sweep', () => {
       const tfx = await ledgerFixture(timed, 'Sweep Org')
       const holder = await tfx.mint('swept')
       const entry = (await tfx.call('POST', `/v1/accounts/${holder}/allowlist`, { network: 'sui', address: SUI })).body
-      expect(entry.state).toBe('pending')
+      expect(entry.state).toBe('registered')
       wallMs += DAY_SECONDS * 1000
       const state = await eventually(async () => (await queryRows<{ state: string }>(timed.kassa.runtime.db, sql`select state from allowlist_entries where id = ${entry.id}`))[0]!.state, {
         what: 'the entry activated by the sweep',

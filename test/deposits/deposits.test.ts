@@ -113,7 +113,7 @@ describe('deposit addresses', () => {
 })
 
 describe('arrivals at deposit addresses', () => {
-  test('a Sui arrival is in flight until its checkpoint is final, then available, with transaction.deposit.confirmed', async () => {
+  test("a Sui arrival is in flight until its checkpoint is final, then available, with funding.deposit.confirmed (never the vault intents' transaction.deposit.*)", async () => {
     const { address } = await addressOf(alice, 'USDC')
     const body = suiArrival(address, '100')
     const arrival = await arrive(body)
@@ -123,14 +123,15 @@ describe('arrivals at deposit addresses', () => {
     expect(await fx.balance(alice)).toMatchObject({ total: '100.000000', available: '0.000000', inFlight: '100.000000' })
     await expectVerified(app)
     const deposit = (await fx.call('GET', `/v1/deposits/${arrival.body.depositId}`)).body
-    expect(deposit).toMatchObject({ accountId: alice, source: 'deposit_address', state: 'confirming', receivedAmount: '100.000000', txHash: body.txHash, fundingInstructions: null })
+    expect(deposit).toMatchObject({ accountId: alice, source: 'deposit_address', state: 'confirming', receivedAmount: '100.000000', txHash: body.txHash, fundingInstructions: null, intentId: null })
 
     await advance(1)
     expect(await fx.balance(alice)).toMatchObject({ total: '100.000000', available: '100.000000', inFlight: '0.000000' })
     expect((await fx.call('GET', `/v1/deposits/${deposit.id}`)).body).toMatchObject({ state: 'completed' })
     expect((await fx.call('GET', `/v1/sandbox/chain/arrivals/${arrival.body.id}`)).body).toMatchObject({ state: 'final', confirmations: 1 })
-    const events = (await eventsOf(app, 'transaction.deposit.confirmed')).filter((event) => event.data.depositId === deposit.id)
+    const events = (await eventsOf(app, 'funding.deposit.confirmed')).filter((event) => event.data.depositId === deposit.id)
     expect(events).toHaveLength(1)
+    expect(await eventsOf(app, 'transaction.deposit.confirmed')).toEqual([])
     expect(events[0]!.data).toEqual({
       depositId: deposit.id,
       accountId: alice,
@@ -251,9 +252,11 @@ describe('declared deposits', () => {
     expect((await fx.call('GET', `/v1/deposits/${response.body.id}`)).body).toEqual(response.body)
   })
 
-  test('an exact arrival completes the deposit: in flight, then available, event with intentId and digest', async () => {
+  test('an exact arrival completes the deposit: in flight, then available, event with its txi_ intentId and digest', async () => {
     const account = await fx.mint('exact')
     const deposit = (await declare({ accountId: account, asset: 'USDT', amount: '30' })).body
+    expect(deposit.intentId).toBe(`txi_${deposit.id.slice('dep_'.length)}`)
+    expect(deposit.intentId).toMatch(/^txi_[0-9a-f]{32}$/)
     const body = tronArrival(deposit.fundingInstructions.address, '30')
     const arrival = await arrive(body)
     expect(arrival.body).toMatchObject({ depositId: deposit.id, accountId: account })
@@ -263,8 +266,8 @@ describe('declared deposits', () => {
     await advance(57)
     expect((await fx.call('GET', `/v1/deposits/${deposit.id}`)).body).toMatchObject({ state: 'completed', amountMatch: 'exact' })
     expect(await fx.balance(account, 'USDT')).toMatchObject({ inFlight: '0.000000', available: '30.000000' })
-    const [event] = (await eventsOf(app, 'transaction.deposit.confirmed')).filter((entry) => entry.data.depositId === deposit.id)
-    expect(event!.data).toMatchObject({ intentId: deposit.id, accountId: account, externalId: 'exact', amount: '30.000000', digest: body.txHash, source: 'declared', amountMatch: 'exact' })
+    const [event] = (await eventsOf(app, 'funding.deposit.confirmed')).filter((entry) => entry.data.depositId === deposit.id)
+    expect(event!.data).toMatchObject({ intentId: deposit.intentId, accountId: account, externalId: 'exact', amount: '30.000000', digest: body.txHash, source: 'declared', amountMatch: 'exact' })
     await expectVerified(app)
   })
 
@@ -396,7 +399,7 @@ describe('suspense', () => {
     expect(await systemBalance(app, fx.org.id, SYSTEM_ACCOUNTS.suspense, 'USDC')).toBe(suspense - 11_000_000n)
     const deposit = (await fx.call('GET', `/v1/deposits/${assigned.body.depositId}`)).body
     expect(deposit).toMatchObject({ source: 'suspense_assignment', state: 'completed', receivedAmount: '11.000000', txHash: body.txHash })
-    const [event] = (await eventsOf(app, 'transaction.deposit.confirmed')).filter((entry) => entry.data.depositId === deposit.id)
+    const [event] = (await eventsOf(app, 'funding.deposit.confirmed')).filter((entry) => entry.data.depositId === deposit.id)
     expect(event!.data).toMatchObject({ accountId: account, amount: '11.000000', digest: body.txHash, source: 'suspense_assignment' })
     await expectRefusedWithoutAnyChange(app, () => app.ops('POST', `/ops/v1/suspense/${arrival.id}/assign`, { accountId: account }), 409, 'conflict')
     await expectRefusedWithoutAnyChange(app, () => app.ops('POST', `/ops/v1/suspense/${arrival.id}/return`, {}), 409, 'conflict')

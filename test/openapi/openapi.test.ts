@@ -6,7 +6,7 @@ let app: TestApp
 let document: any
 
 /** Routes that serve the documentation itself, or exist for load balancers, not partners. */
-const UNDOCUMENTED_PATHS = new Set(['/docs', '/openapi.json', '/health'])
+const UNDOCUMENTED_PATHS = new Set(['/docs', '/docs/api-reference.js', '/openapi.json', '/health'])
 const UNDOCUMENTED_METHODS = new Set(['HEAD', 'OPTIONS'])
 const OPERATION_METHODS = ['get', 'put', 'post', 'delete', 'patch'] as const
 
@@ -126,5 +126,20 @@ describe('/docs', () => {
     expect(response.headers.get('content-type')).toContain('text/html')
     expect(String(response.body)).toMatch(/<html/i)
     expect(String(response.body)).toContain('openapi.json')
+  })
+
+  test('loads its viewer from this server, nothing from another host, so it works offline', async () => {
+    const page = String((await app.call('GET', '/docs')).body)
+    const sources = [...page.matchAll(/<(?:script|link)\b[^>]*\b(?:src|href)="([^"]*)"/gi)].map((match) => match[1]!)
+    expect(sources).toEqual(['/docs/api-reference.js'])
+    expect(page).not.toMatch(/https?:\/\//)
+    const viewer = await app.kassa.handle(new Request('http://kassa.test/docs/api-reference.js'))
+    expect(viewer.status).toBe(200)
+    expect(viewer.headers.get('content-type')).toContain('javascript')
+    const script = await viewer.text()
+    // The viewer's standalone bundle: it mounts on the page's #api-reference script element.
+    expect(script.length).toBeGreaterThan(1_000_000)
+    expect(script).toContain('api-reference')
+    expect(script).not.toMatch(/import\(["'`]\.\/chunks\//)
   })
 })

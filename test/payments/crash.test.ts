@@ -27,7 +27,7 @@ afterAll(async () => {
 interface StoredPayment {
   id: string
   accountId: string
-  state: 'authorized' | 'declined' | 'captured' | 'voided' | 'expired'
+  state: 'authorized' | 'declined' | 'captured' | 'voided' | 'lapsed'
   failureCode: string | null
   amount: string
   capturedAmount: string | null
@@ -65,7 +65,7 @@ test(`authorizations, captures and voids answered before kill -9 survive restart
   expect((await ops('PATCH', `/ops/v1/orgs/${org.id}/limits`, { rateLimitPerMinute: 10_000_000 })).status).toBe(200)
   const send = jsonClient(base, key)
   const payer = (await send('POST', '/v1/accounts', { externalId: 'payer' })).body.id as string
-  // Three units only: most authorizations against it are definite insufficient_funds declines.
+  // Three units only: most authorizations against it are definite insufficient_available declines.
   const short = (await send('POST', '/v1/accounts', { externalId: 'short' })).body.id as string
   expect((await send('POST', `/v1/sandbox/accounts/${payer}/fund`, { asset: 'USDC', amount: '1000000' })).status).toBe(201)
   expect((await send('POST', `/v1/sandbox/accounts/${short}/fund`, { asset: 'USDC', amount: '3' })).status).toBe(201)
@@ -137,7 +137,7 @@ test(`authorizations, captures and voids answered before kill -9 survive restart
     const byId = new Map(payments.map((payment) => [payment.id, payment]))
     const stateOf = (id: string) => byId.get(id)?.state ?? 'absent'
     // Every authorization answered `authorized` is still there, in a state it can reach from there.
-    const lost = [...authorized.keys()].filter((id) => !['authorized', 'captured', 'voided', 'expired'].includes(stateOf(id)))
+    const lost = [...authorized.keys()].filter((id) => !['authorized', 'captured', 'voided', 'lapsed'].includes(stateOf(id)))
     expect(lost.map((id) => ({ id, state: stateOf(id) }))).toEqual([])
     // Every capture answered is captured, with the amount answered; every void answered is voided.
     expect([...captured].filter(([id, amount]) => stateOf(id) !== 'captured' || byId.get(id)!.capturedAmount !== amount)).toEqual([])

@@ -62,7 +62,7 @@ describe('the authorization answered in front of the app', () => {
     expect(approved.headers['x-request-id']).toBe('req_*')
     expect(approved.headers['x-ratelimit-limit']).toBe('1000000')
     const declined = await bothWays({ key: fx.org.testKey, body: valid({ amount: '1000' }) })
-    expect(declined.body).toMatchObject({ state: 'declined', failureCode: 'insufficient_funds' })
+    expect(declined.body).toMatchObject({ state: 'declined', failureCode: 'insufficient_available' })
   })
 
   test('malformed input: the same error, field named', async () => {

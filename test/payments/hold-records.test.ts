@@ -63,7 +63,7 @@ describe("an authorization's hold is recorded by its payment's row", () => {
       hold = (await fx.call('GET', `/v1/holds/${lapsing.holdId}`)).body
     }
     expect(hold).toMatchObject({ state: 'expired' })
-    expect((await fx.call('GET', `/v1/payments/${lapsing.id}`)).body.state).toBe('expired')
+    expect((await fx.call('GET', `/v1/payments/${lapsing.id}`)).body.state).toBe('lapsed')
 
     // Still none written, and a hold id no payment records is not found.
     expect(await holdRowCount()).toBe(before)

@@ -91,7 +91,7 @@ function declinedRow(amount: bigint, at: Date): PaymentRow {
     amount,
     requestedAmount: '1',
     state: 'declined',
-    failureCode: 'insufficient_funds',
+    failureCode: 'insufficient_available',
     holdId: null,
     capturedAmount: null,
     merchantName: null,
@@ -138,8 +138,8 @@ describe('authorize', () => {
   })
 
   const declines: Array<{ name: string; body: Record<string, unknown>; code: string }> = [
-    { name: 'more than available', body: { amount: '1000' }, code: 'insufficient_funds' },
-    { name: 'below the minimum', body: { amount: '0.01' }, code: 'amount_too_small' },
+    { name: 'more than available', body: { amount: '1000' }, code: 'insufficient_available' },
+    { name: 'below the minimum', body: { amount: '0.01' }, code: 'min_amount' },
     { name: 'above the limit', body: { amount: '2000000' }, code: 'limit_exceeded' },
     { name: 'an unsupported asset', body: { asset: 'EUR', amount: '5.00' }, code: 'unsupported_asset' },
   ]
@@ -156,6 +156,16 @@ describe('authorize', () => {
       expect(after).toEqual({ ...(before as object), counts: { ...(before as { counts: Record<string, number> }).counts, events: (before as { counts: Record<string, number> }).counts.events! + 1 } })
       expect(await paymentCount()).toBe(count + 1)
     })
+
+    test(`a hold and a transfer refused for ${decline.name} answer the same code, ${decline.code}`, async () => {
+      const body = { accountId: payer, asset: 'USDC', amount: '1', ...decline.body }
+      const hold = await fx.call('POST', '/v1/holds', { ...body, expiresInSeconds: 3600 })
+      expect([hold.status >= 400, hold.body.error?.code]).toEqual([true, decline.code])
+      const { accountId, ...moved } = body
+      const destinationAccountId = await fx.mint(`payee-${decline.code}`)
+      const transfer = await fx.call('POST', '/v1/transfers', { ...moved, sourceAccountId: accountId, destinationAccountId })
+      expect([transfer.status >= 400, transfer.body.error?.code]).toEqual([true, decline.code])
+    })
   }
 
   test('declines a frozen account with account_frozen', async () => {
@@ -166,6 +176,8 @@ describe('authorize', () => {
     const response = await fx.call('POST', '/v1/payments/authorize', { accountId: frozen, asset: 'USDC', amount: '1' })
     expect(response.status).toBe(201)
     expect(response.body).toMatchObject({ state: 'declined', failureCode: 'account_frozen' })
+    const hold = await fx.call('POST', '/v1/holds', { accountId: frozen, asset: 'USDC', amount: '1', expiresInSeconds: 3600 })
+    expect([hold.status, hold.body.error.code]).toEqual([422, 'account_frozen'])
     expect(await fx.balance(frozen)).toMatchObject({ available: '10.000000', held: '0.000000' })
   })
 
@@ -327,7 +339,7 @@ describe('list', () => {
     const captured = (await pay('1')).body
     const declined = (await pay('50')).body
     const open = (await pay('1')).body
-    expect(declined).toMatchObject({ state: 'declined', failureCode: 'insufficient_funds' })
+    expect(declined).toMatchObject({ state: 'declined', failureCode: 'insufficient_available' })
     await fx.call('POST', `/v1/payments/${voided.id}/void`)
     await fx.call('POST', `/v1/payments/${captured.id}/capture`, {})
 
@@ -336,7 +348,7 @@ describe('list', () => {
     expect(await ids(`accountId=${account}&state=voided`)).toEqual([voided.id])
     expect(await ids(`accountId=${account}&state=captured`)).toEqual([captured.id])
     expect(await ids(`accountId=${account}&state=declined`)).toEqual([declined.id])
-    expect(await ids(`accountId=${account}&state=expired`)).toEqual([])
+    expect(await ids(`accountId=${account}&state=lapsed`)).toEqual([])
 
     // Without the account: every payment of the organization in that state, in id order, paged.
     const everyAuthorized = await ids('state=authorized&limit=200')
@@ -357,7 +369,7 @@ describe('list', () => {
       const response = await fx.call('GET', `/v1/payments?state=${state}`)
       expect(response.status).toBe(400)
       expect(response.body.error).toMatchObject({ code: 'invalid_request', field: 'state' })
-      expect(response.body.error.message).toBe("Query parameter 'state': state must be one of: authorized, declined, captured, voided, expired")
+      expect(response.body.error.message).toBe("Query parameter 'state': state must be one of: authorized, declined, captured, voided, lapsed")
     }
     expect(await fx.balance(payer)).toEqual(before)
   })
@@ -412,7 +424,7 @@ describe('idempotency on the hot path (the record commits with the authorization
 
   test('a declined authorization is replayed as declined, even after the account could pay', async () => {
     const first = await authorizeWithKey('auth-decline-1', '1000000')
-    expect(first.body).toMatchObject({ state: 'declined', failureCode: 'insufficient_funds' })
+    expect(first.body).toMatchObject({ state: 'declined', failureCode: 'insufficient_available' })
     const retry = await authorizeWithKey('auth-decline-1', '1000000')
     expect(retry.headers.get('idempotent-replayed')).toBe('true')
     expect(retry.body).toEqual(first.body)
@@ -840,7 +852,7 @@ describe('decline records', () => {
       expect(await settled(first)).toBe(false)
       const firstAnswer = await first
       const firstMs = performance.now() - startedAt
-      expect(firstAnswer.body).toMatchObject({ state: 'declined', failureCode: 'insufficient_funds' })
+      expect(firstAnswer.body).toMatchObject({ state: 'declined', failureCode: 'insufficient_available' })
       expect(firstMs).toBeGreaterThanOrEqual(DECLINE_RECORD_LAG_MAX_MS - 1)
       expect(firstMs).toBeLessThan(AUTHORIZATION_BUDGET_MS - AUTHORIZATION_ANSWER_MARGIN_MS)
       // Answered before its record is durable, readable from memory meanwhile.
@@ -849,7 +861,7 @@ describe('decline records', () => {
       await Bun.sleep(30)
       // Its record is now behind by more than the limit: a decline without a key is answered at once...
       const keyless = await authorize(tooMuch)
-      expect(keyless.body).toMatchObject({ state: 'declined', failureCode: 'insufficient_funds' })
+      expect(keyless.body).toMatchObject({ state: 'declined', failureCode: 'insufficient_available' })
       const stats = (await app.ops('GET', '/ops/v1/payments/stats')).body
       expect(stats.declineRecords.waiting).toBe(2)
       expect(stats.declineRecords.oldestWaitMs).toBeGreaterThan(DECLINE_RECORD_LAG_MAX_MS)
@@ -865,7 +877,7 @@ describe('decline records', () => {
       // The keyed one was answered once durable; the ones behind land with it or just after.
       await eventually(() => recorder.backlog === 0, { what: 'the decline records written', timeoutMs: 5_000 }).catch(() => {})
       for (const answer of answers) {
-        expect(answer).toMatchObject({ state: 'declined', failureCode: 'insufficient_funds' })
+        expect(answer).toMatchObject({ state: 'declined', failureCode: 'insufficient_available' })
         expect(await eventsOf(answer.id)).toEqual(['payment.declined'])
         expect((await fx.call('GET', `/v1/payments/${answer.id}`)).body).toEqual(answer)
       }
@@ -890,7 +902,7 @@ describe('decline records', () => {
       const first = authorize(tooMuch)
       await Bun.sleep(DECLINE_RECORD_LAG_MAX_MS + 30)
       const behind = await authorize(tooMuch)
-      expect(behind.body).toMatchObject({ state: 'declined', failureCode: 'insufficient_funds' })
+      expect(behind.body).toMatchObject({ state: 'declined', failureCode: 'insufficient_available' })
       expect(recorder.backlog).toBe(2)
       // A third decline could not be recorded: refused, with or without a key, and nothing of it kept.
       const paymentsBefore = await paymentCount()
@@ -920,7 +932,7 @@ describe('decline records', () => {
       // The refused key was not used up: sent again once the records caught up, it is decided.
       const again = await authorizeWithKey(key, tooMuch)
       expect(again.status).toBe(201)
-      expect(again.body).toMatchObject({ state: 'declined', failureCode: 'insufficient_funds' })
+      expect(again.body).toMatchObject({ state: 'declined', failureCode: 'insufficient_available' })
       expect((await authorizeWithKey(key, tooMuch)).body).toEqual(again.body)
     } finally {
       open()
@@ -950,7 +962,7 @@ describe('decline records', () => {
       const kept = declined(1_000_000n)
       expect(await recorder.record(kept, eventRow(fx.org.id, 'payment.declined', { paymentId: kept.id }, now))).toBe('recorded')
       expect(recorder.backlog).toBe(0)
-      expect((await fx.call('GET', `/v1/payments/${kept.id}`)).body).toMatchObject({ id: kept.id, state: 'declined', failureCode: 'insufficient_funds' })
+      expect((await fx.call('GET', `/v1/payments/${kept.id}`)).body).toMatchObject({ id: kept.id, state: 'declined', failureCode: 'insufficient_available' })
       expect((await fx.call('GET', `/v1/payments/${refused.id}`)).status).toBe(404)
       expect(await eventsOf(kept.id)).toEqual(['payment.declined'])
     } finally {
@@ -988,7 +1000,7 @@ describe('decline records', () => {
       const row = declinedRow(1_000_000n, now)
       expect(await recorder.record(row, eventRow(fx.org.id, 'payment.declined', { paymentId: row.id }, now))).toBe('recorded')
       expect(attempts).toEqual([false, true])
-      expect((await fx.call('GET', `/v1/payments/${row.id}`)).body).toMatchObject({ id: row.id, state: 'declined', failureCode: 'insufficient_funds' })
+      expect((await fx.call('GET', `/v1/payments/${row.id}`)).body).toMatchObject({ id: row.id, state: 'declined', failureCode: 'insufficient_available' })
       expect(await eventsOf(row.id)).toEqual(['payment.declined'])
     } finally {
       await recorder.stop()
@@ -1105,7 +1117,7 @@ describe('decline records', () => {
 })
 
 describe('expiry', () => {
-  test('an uncaptured authorization expires after 24 h on the organization clock', async () => {
+  test('an uncaptured authorization lapses after 24 h on the organization clock, with payment.expired', async () => {
     const payment = (await authorize('6')).body
     const before = await fx.balance(payer)
     expect((await fx.call('POST', '/v1/sandbox/clock/advance', { seconds: 24 * 3600 - 60 })).status).toBe(200)
@@ -1115,7 +1127,7 @@ describe('expiry', () => {
     await expireDueHolds(app.kassa.runtime)
     await app.kassa.runtime.ledger.drain()
     const expired = await fx.call('GET', `/v1/payments/${payment.id}`)
-    expect(expired.body).toMatchObject({ state: 'expired' })
+    expect(expired.body).toMatchObject({ state: 'lapsed' })
     expect(await fx.balance(payer)).toMatchObject({ available: addDecimal(before.available, '6.000000'), held: '0.000000', total: before.total })
     const [event] = await queryRows<{ data: Record<string, unknown> }>(app.kassa.runtime.db, sql`select data from events where type = 'payment.expired' and data->>'paymentId' = ${payment.id}`)
     expect(event!.data).toEqual({ paymentId: payment.id, accountId: payer, externalId: 'card-holder', amount: '6.000000', asset: 'USDC' })
@@ -1134,7 +1146,7 @@ describe('expiry', () => {
       const voided = await fx.call('POST', `/v1/payments/${payment.id}/void`)
       expect([voided.status, voided.body.error.code]).toEqual([422, 'hold_expired'])
     })
-    expect((await fx.call('GET', `/v1/payments/${payment.id}`)).body.state).toBe('expired')
+    expect((await fx.call('GET', `/v1/payments/${payment.id}`)).body.state).toBe('lapsed')
     await expectVerified(app)
   })
 
@@ -1160,7 +1172,7 @@ describe('expiry', () => {
     const payment = (await pending).body
     expect(payment).toMatchObject({ state: 'authorized', description: 'late lapse' })
     const expired = await expiredOnceSwept(payment.id)
-    expect(expired).toMatchObject({ state: 'expired', amount: '2.500000', description: 'late lapse', merchant: { name: 'Coffee Shop', mcc: '5814' }, holdId: payment.holdId })
+    expect(expired).toMatchObject({ state: 'lapsed', amount: '2.500000', description: 'late lapse', merchant: { name: 'Coffee Shop', mcc: '5814' }, holdId: payment.holdId })
     expect(await eventsOf(payment.id)).toEqual(['payment.authorized', 'payment.expired'])
     await expectVerified(app)
   })
@@ -1187,7 +1199,7 @@ describe('expiry', () => {
     expect((await fx.call('GET', `/v1/payments/${payment.id}`)).body.state).toBe('authorized')
     // Given back (as a failed close gives it back), the next sweep takes it.
     hold.closing = false
-    expect(await expiredOnceSwept(payment.id)).toMatchObject({ state: 'expired' })
+    expect(await expiredOnceSwept(payment.id)).toMatchObject({ state: 'lapsed' })
     await expectVerified(app)
   })
 
@@ -1219,8 +1231,8 @@ describe('expiry', () => {
       expect(second.runtime.ledger.pendingHolds.get(payment.holdId)?.ownerId).toBe(payment.id)
       expect((await call('POST', '/v1/sandbox/clock/advance', { seconds: 24 * 3600 })).status).toBe(200)
       // The second instance's own background sweep, not a direct call, expires it.
-      const state = await eventually(async () => (await call('GET', `/v1/payments/${payment.id}`)).body.state, { what: 'the payment lapsed', timeoutMs: 5_000, intervalMs: 20, accept: (value) => value === 'expired' }).catch((error: Error) => error.message)
-      expect(state).toBe('expired')
+      const state = await eventually(async () => (await call('GET', `/v1/payments/${payment.id}`)).body.state, { what: 'the payment lapsed', timeoutMs: 5_000, intervalMs: 20, accept: (value) => value === 'lapsed' }).catch((error: Error) => error.message)
+      expect(state).toBe('lapsed')
       const balances = await call('GET', `/v1/accounts/${payer}/balances`)
       expect(balances.body.balances.find((entry: { asset: string }) => entry.asset === 'USDC')).toMatchObject({ held: '0.000000' })
       const [event] = await queryRows<{ count: string }>(second.runtime.db, sql`select count(*) as count from events where type = 'payment.expired' and data->>'paymentId' = ${payment.id}`)
@@ -1234,10 +1246,10 @@ describe('expiry', () => {
   })
 })
 
-/** Sweeps until the payment reads as expired (the app's own sweeper may get there first), and answers it. */
+/** Sweeps until the payment reads as lapsed (the app's own sweeper may get there first), and answers it. */
 async function expiredOnceSwept(paymentId: string): Promise<Record<string, unknown>> {
   let view: Record<string, unknown> = {}
-  for (let attempt = 0; attempt < 50 && view.state !== 'expired'; attempt++) {
+  for (let attempt = 0; attempt < 50 && view.state !== 'lapsed'; attempt++) {
     await expireDueHolds(app.kassa.runtime)
     await app.kassa.runtime.ledger.drain()
     view = (await fx.call('GET', `/v1/payments/${paymentId}`)).body

@@ -41,7 +41,7 @@ describe("an authorization's reservation is recorded by its payment's row", () =
     const voided = (await authorize('1.5')).body
     const lapsing = (await authorize('0.25')).body
     const declined = (await authorize('100000')).body
-    expect(declined).toMatchObject({ state: 'declined', failureCode: 'insufficient_funds', holdId: null })
+    expect(declined).toMatchObject({ state: 'declined', failureCode: 'insufficient_available', holdId: null })
     for (const payment of [captured, voided, lapsing]) expect(await movementRows(payment.id)).toEqual([])
     expect(await movementRows(declined.id)).toEqual([])
     // Three reservations of two legs each, derived from their payments; the decline reserved nothing.
@@ -53,14 +53,14 @@ describe("an authorization's reservation is recorded by its payment's row", () =
     expect((await fx.call('POST', `/v1/payments/${captured.id}/capture`, { amount: '5' })).status).toBe(200)
     expect((await fx.call('POST', `/v1/payments/${voided.id}/void`)).status).toBe(200)
     expect((await fx.call('POST', '/v1/sandbox/clock/advance', { seconds: 24 * 3600 + 60 })).status).toBe(200)
-    for (let attempt = 0; attempt < 50 && (await fx.call('GET', `/v1/payments/${lapsing.id}`)).body.state !== 'expired'; attempt++) {
+    for (let attempt = 0; attempt < 50 && (await fx.call('GET', `/v1/payments/${lapsing.id}`)).body.state !== 'lapsed'; attempt++) {
       await expireDueHolds(app.kassa.runtime)
       await app.kassa.runtime.ledger.drain()
     }
     // What follows a reservation is a movement row of its own, as before.
     expect(await movementRows(captured.id)).toEqual(['payment_capture'])
     expect(await movementRows(voided.id)).toEqual(['payment_release'])
-    expect((await fx.call('GET', `/v1/payments/${lapsing.id}`)).body.state).toBe('expired')
+    expect((await fx.call('GET', `/v1/payments/${lapsing.id}`)).body.state).toBe('lapsed')
     expect(await fx.balance(payer)).toMatchObject({ held: '0.000000' })
     expect((await verifyReport()).problems).toEqual([])
   })

@@ -103,6 +103,16 @@ describe('loadConfig', () => {
     expect(error.message).toContain(variable)
   })
 
+  test('refuses KASSA_CLUSTER turned on: cluster mode is not built, so it never lets a second writer start', () => {
+    for (const value of ['1', 'true']) {
+      const error = configError({ KASSA_CLUSTER: value, DATABASE_URL })
+      expect(error.message).toContain('KASSA_CLUSTER')
+      expect(error.message).toContain('not available')
+    }
+    expect(loadConfig({ KASSA_CLUSTER: '0' }).databaseUrl).toBeUndefined()
+    expect(configError({ KASSA_CLUSTER: 'maybe' }).message).toContain('KASSA_CLUSTER')
+  })
+
   test('quotes the bad value in the message', () => {
     expect(configError({ PORT: 'eighty' }).message).toContain('"eighty"')
     expect(configError({ SERVICE_ENV: 'staging' }).message).toContain('sandbox, production')

@@ -3,6 +3,8 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import type { Subprocess } from 'bun'
+import { createApp, type Kassa } from '../../server/app.ts'
+import { configForTests } from '../../server/config.ts'
 import { RATE_WINDOW_MS } from '../../server/platform/rate-limit-store.ts'
 import { createTestDatabase, onPostgres, type TestDatabase } from '../support/db.ts'
 
@@ -15,8 +17,16 @@ const WINDOW_MARGIN_MS = 15_000
 const ORG_LIMIT = 50
 const REQUESTS = 120
 
+/**
+ * One instance counting requests: a real server process, or a second runtime in this test's process
+ * on the same database. Only one server process may serve a database (db/serving-lock.ts: a
+ * second is refused until cluster mode exists), so the second instance is an app built by
+ * `createApp` here, with its own Postgres pool, rate counter and NOTIFY listener: two processes
+ * still count one key through one Postgres table, which is what this test proves.
+ */
 interface Instance {
-  process: Subprocess<'ignore', 'pipe', 'pipe'>
+  process?: Subprocess<'ignore', 'pipe', 'pipe'>
+  app?: Kassa
   baseUrl: string
   output: string[]
 }
@@ -27,13 +37,17 @@ let dataDir: string | undefined
 
 afterAll(async () => {
   for (const instance of instances) {
-    instance.process.kill('SIGTERM')
-    const exited = await Promise.race([instance.process.exited.then(() => true), Bun.sleep(5_000).then(() => false)])
-    if (!exited) instance.process.kill('SIGKILL')
+    if (instance.app) {
+      await instance.app.close()
+      continue
+    }
+    instance.process!.kill('SIGTERM')
+    const exited = await Promise.race([instance.process!.exited.then(() => true), Bun.sleep(5_000).then(() => false)])
+    if (!exited) instance.process!.kill('SIGKILL')
   }
   await database?.drop()
   if (dataDir) rmSync(dataDir, { recursive: true, force: true })
-})
+}, 60_000)
 
 /** Starts `server/main.ts` on a free port and resolves once it says where it listens. */
 async function startInstance(databaseUrl: string, name: string): Promise<Instance> {
@@ -78,16 +92,22 @@ async function startInstance(databaseUrl: string, name: string): Promise<Instanc
   return instance
 }
 
+/** A second instance on the same database, in this process: its own pool, rate counter and listener. */
+async function startInProcessInstance(databaseUrl: string, name: string): Promise<Instance> {
+  const app = await createApp(configForTests({ databaseUrl, rateLimitStore: 'postgres', operatorToken: OPERATOR_TOKEN, dataDir: join(dataDir!, name) }))
+  const instance: Instance = { app, baseUrl: 'http://kassa.test', output: [] }
+  instances.push(instance)
+  return instance
+}
+
 async function request(instance: Instance, method: string, path: string, options: { key?: string; operator?: boolean; body?: unknown } = {}) {
   const headers: Record<string, string> = {}
   if (options.key) headers.authorization = `Bearer ${options.key}`
   if (options.operator) headers.authorization = `Bearer ${OPERATOR_TOKEN}`
   if (options.body !== undefined) headers['content-type'] = 'application/json'
-  const response = await fetch(`${instance.baseUrl}${path}`, {
-    method,
-    headers,
-    body: options.body === undefined ? undefined : JSON.stringify(options.body),
-  })
+  const init = { method, headers, body: options.body === undefined ? undefined : JSON.stringify(options.body) }
+  const url = `${instance.baseUrl}${path}`
+  const response = instance.app ? await instance.app.handle(new Request(url, init)) : await fetch(url, init)
   const text = await response.text()
   return { status: response.status, headers: response.headers, body: text === '' ? undefined : JSON.parse(text) }
 }
@@ -110,7 +130,7 @@ async function waitForRoomInWindow(): Promise<void> {
 
 describe('rate limits across instances', () => {
   test.skipIf(!onPostgres)(
-    'two server processes on one Postgres database admit exactly the limit between them (needs DATABASE_URL)',
+    'a server process and a second instance in another process, on one Postgres database, admit exactly the limit between them (needs DATABASE_URL)',
     async () => {
       database = await createTestDatabase()
       dataDir = mkdtempSync(join(tmpdir(), 'kassa-instances-'))
@@ -127,7 +147,7 @@ describe('rate limits across instances', () => {
       const probeKey: string = probe.body.key
 
       // The second instance starts after the organization exists, and hears of the new limit by NOTIFY.
-      const second = await startInstance(databaseUrl, 'second')
+      const second = await startInProcessInstance(databaseUrl, 'second')
       const limited = await request(first, 'PATCH', `/ops/v1/orgs/${orgId}/limits`, { operator: true, body: { rateLimitPerMinute: ORG_LIMIT } })
       expect(limited.status).toBe(200)
       await waitForLimit(first, probeKey, ORG_LIMIT)

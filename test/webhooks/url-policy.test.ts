@@ -59,7 +59,18 @@ const REFUSED: Array<[string, string, string[]?]> = [
   ['documentation range', 'https://192.0.2.10/'],
   ['NAT64 of a private address', 'https://[64:ff9b::a00:1]/'],
   ['NAT64 of loopback, dotted', 'https://[64:ff9b::127.0.0.1]/'],
-  ['6to4', 'https://[2002:7f00:1::1]/'],
+  ['6to4 of loopback', 'https://[2002:7f00:1::1]/'],
+  ['6to4 of cloud metadata', 'https://[2002:a9fe:a9fe::1]/'],
+  ['IPv4-compatible IPv6 loopback, dotted', 'https://[::127.0.0.1]/hook'],
+  ['IPv4-compatible IPv6 loopback, hex', 'https://[::7f00:1]/hook'],
+  ['IPv4-compatible IPv6 cloud metadata', 'https://[::169.254.169.254]/hook'],
+  ['IPv4-compatible IPv6 private', 'https://[::10.0.0.1]/hook'],
+  ['IPv4-compatible IPv6 CGNAT', 'https://[::100.64.0.1]/hook'],
+  ['IPv4-translated IPv6 loopback', 'https://[::ffff:0:127.0.0.1]/hook'],
+  ['NAT64 of cloud metadata', 'https://[64:ff9b::169.254.169.254]/'],
+  ['local-use NAT64', 'https://[64:ff9b:1::a00:1]/'],
+  ['Teredo with a private client (stored inverted)', 'https://[2001:0:5ef5:79fb:0:0:f5ff:fffe]/'],
+  ['Teredo with a loopback server', 'https://[2001:0:7f00:1::1]/'],
   ['an .internal name', 'https://payments.internal/hook'],
   ['a .local name', 'https://printer.local/hook'],
   ['a name that resolves to loopback', 'https://rebind.example.net/', ['127.0.0.1']],
@@ -77,6 +88,9 @@ const ACCEPTED: Array<[string, string, string[]?]> = [
   ['a public address as a decimal number (it is public)', 'https://1572395042/'],
   ['a public name with IPv4 and IPv6 answers', 'https://dual.example.com/', ['93.184.216.34', '2606:2800:220:1:248:1893:25c8:1946']],
   ['NAT64 of a public address', 'https://[64:ff9b::808:808]/'],
+  ['IPv4-mapped IPv6 of a public address', 'https://[::ffff:8.8.8.8]/'],
+  ['6to4 of a public address', 'https://[2002:808:808::1]/'],
+  ['Teredo with a public server and client', 'https://[2001:0:5ef5:79fb:0:0:f7f7:f7f7]/'],
   ['a public name with a trailing dot', 'https://hooks.example.com./in', ['93.184.216.34']],
   ['172.32 (just outside RFC 1918)', 'https://172.32.0.1/'],
   ['100.128 (just outside CGNAT)', 'https://100.128.0.1/'],
@@ -156,6 +170,15 @@ describe('the check at delivery', () => {
     const before = target.received.length
     const result = await send(`https://rebind.example.net:${port}/hook`, rebinding)
     expect(result.kind).toBe('refused_address')
+    expect(target.received.length).toBe(before)
+  })
+
+  test('refuses to send to an IPv4-compatible IPv6 literal of a refused address, judged by the address it carries, without connecting', async () => {
+    const before = target.received.length
+    for (const host of ['[::127.0.0.1]', '[::169.254.169.254]', '[::10.0.0.1]', '[2002:7f00:1::1]']) {
+      const result = await send(`https://${host}:${new URL(target.url).port}/hook`, { allowLoopback: false })
+      expect(result.kind).toBe('refused_address')
+    }
     expect(target.received.length).toBe(before)
   })
 

@@ -80,7 +80,7 @@ describe('two app instances on one database', () => {
     // The second instance's memory predates this withdrawal's reservation.
     await second.runtime.ledger.load()
     await Promise.all([applyOutcome(app.kassa.runtime, outcome), applyOutcome(second.runtime, outcome), applyOutcome(app.kassa.runtime, outcome), applyOutcome(second.runtime, outcome)])
-    expect((await fx.waitForState(created.body.id, 'completed')).chainEvidence).toEqual(outcome.evidence)
+    expect((await fx.waitForState(created.body.id, 'confirmed')).chainEvidence).toEqual(outcome.evidence)
     expect(await movementsOf(created.body.id)).toEqual(['withdrawal_complete', 'withdrawal_reserve'])
     const [events] = await queryRows<{ count: string }>(
       app.kassa.runtime.db,

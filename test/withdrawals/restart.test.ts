@@ -121,9 +121,9 @@ test(`a withdrawal survives kill -9 at every stage and ends in exactly one termi
 
   // Finality: Tron needs 19 blocks of 3 s on the organization's clock.
   expect((await call('POST', '/v1/sandbox/clock/advance', { seconds: 120 })).status).toBe(200)
-  const completedFirst = await waitFor(read(first.id), 'completed')
+  const completedFirst = await waitFor(read(first.id), 'confirmed')
   expect(completedFirst.chainEvidence).toMatchObject({ txHash: submitted.txHash, network: 'tron', confirmations: 19 })
-  await waitFor(read(secondWithdrawal.id), 'completed')
+  await waitFor(read(secondWithdrawal.id), 'confirmed')
   const failedThird = await waitFor(read(third.id), 'failed')
   expect(failedThird.failureReason).toBe('reverted')
 
@@ -133,8 +133,8 @@ test(`a withdrawal survives kill -9 at every stage and ends in exactly one termi
   await Bun.sleep(500)
   expect((await call('POST', '/v1/sandbox/clock/advance', { seconds: 60 })).status).toBe(200)
   for (const [id, state] of [
-    [first.id, 'completed'],
-    [secondWithdrawal.id, 'completed'],
+    [first.id, 'confirmed'],
+    [secondWithdrawal.id, 'confirmed'],
     [third.id, 'failed'],
   ] as const) {
     expect((await read(id)()).body.state).toBe(state)

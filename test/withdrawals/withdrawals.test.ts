@@ -84,7 +84,7 @@ describe('withdrawal at or below the approval threshold', () => {
     await expectVerified(app)
 
     await fx.advance(5)
-    const completed = await fx.waitForState(created.body.id, 'completed')
+    const completed = await fx.waitForState(created.body.id, 'confirmed')
     expect(completed.chainEvidence).toEqual({
       txHash: submitted.txHash,
       network: 'sui',
@@ -166,7 +166,7 @@ describe('withdrawal above the approval threshold', () => {
     await expectWithdrawalRefused(app, () => fx.callAs(fx.secondKey, 'POST', `/v1/withdrawals/${pending.id}/approve`), 409, 'conflict')
     await fx.waitForState(pending.id, 'submitted')
     await fx.advance(5)
-    const completed = await fx.waitForState(pending.id, 'completed')
+    const completed = await fx.waitForState(pending.id, 'confirmed')
     expect(completed.chainEvidence.txHash).toBe(completed.txHash)
     await expectVerified(app)
   })
@@ -300,7 +300,7 @@ describe('withdrawal failure on chain', () => {
       evidence: { txHash: submitted.txHash, network: 'tron' as const, block: '42', confirmations: 19, confirmedAt: new Date(WALL_MS).toISOString() },
     }
     await Promise.all(Array.from({ length: 10 }, () => applyOutcome(app.kassa.runtime, outcome)))
-    const completed = await fx.waitForState(created.body.id, 'completed')
+    const completed = await fx.waitForState(created.body.id, 'confirmed')
     expect(completed.chainEvidence).toEqual(outcome.evidence)
     expect(await fx.balance(holder, 'USDT')).toMatchObject({ total: '898.850000', available: '898.850000', inFlight: '0.000000' })
     const completions = (await eventsOf(app, fx.org.id, 'treasury.withdrawal.completed')).filter((event) => event.data.id === created.body.id)
@@ -321,7 +321,7 @@ describe('withdrawal refusals change nothing and leave the quote open', () => {
     expect((await fx.call('GET', `/v1/quotes/${quoteId}`)).body.state).toBe('open')
     // Once the timelock has elapsed the same quote works (it is still open and unexpired).
     await fx.advance(30)
-    expect((await fx.call('GET', `/v1/allowlist/${entry}`)).body.state).toBe('pending')
+    expect((await fx.call('GET', `/v1/allowlist/${entry}`)).body.state).toBe('registered')
     await fx.advance(90)
     const newQuote = await fx.quote(holder, '100')
     expect((await fx.withdraw({ accountId: holder, allowlistEntryId: entry, quoteId: newQuote })).status).toBe(201)

@@ -22,8 +22,8 @@ export const AllowlistEntry = t.Object(
     network: NetworkSchema,
     address: t.String({ description: 'Canonical form: Sui addresses in lower case' }),
     label: t.Union([t.String(), t.Null()]),
-    state: t.Union([t.Literal('pending'), t.Literal('active'), t.Literal('removed')], {
-      description: 'pending until activatesAt (24 h after registration on the organization\'s clock), then active (event treasury.allowlist.activated); removed on request',
+    state: t.Union([t.Literal('registered'), t.Literal('active'), t.Literal('removed')], {
+      description: 'registered until activatesAt (24 h after registration on the organization\'s clock), then active (event treasury.allowlist.activated); removed on request',
     }),
     activatesAt: t.String({ format: 'date-time' }),
     activatedAt: t.Union([t.String({ format: 'date-time' }), t.Null()]),

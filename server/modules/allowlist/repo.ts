@@ -51,7 +51,7 @@ export async function pendingActivations(executor: Executor): Promise<Array<{ or
   return executor
     .select({ orgId: allowlistEntries.orgId, dueAt: min(allowlistEntries.activatesAt) })
     .from(allowlistEntries)
-    .where(eq(allowlistEntries.state, 'pending'))
+    .where(eq(allowlistEntries.state, 'registered'))
     .groupBy(allowlistEntries.orgId)
 }
 
@@ -63,13 +63,13 @@ export async function activateDue(executor: Executor, orgId: string, now: Date, 
   const due = executor
     .select({ id: allowlistEntries.id })
     .from(allowlistEntries)
-    .where(and(eq(allowlistEntries.orgId, orgId), eq(allowlistEntries.state, 'pending'), lte(allowlistEntries.activatesAt, now)))
+    .where(and(eq(allowlistEntries.orgId, orgId), eq(allowlistEntries.state, 'registered'), lte(allowlistEntries.activatesAt, now)))
     .limit(limit)
   const ids = (await due).map((row) => row.id)
   if (ids.length === 0) return []
   return executor
     .update(allowlistEntries)
     .set({ state: 'active', activatedAt: now })
-    .where(and(inArray(allowlistEntries.id, ids), eq(allowlistEntries.state, 'pending')))
+    .where(and(inArray(allowlistEntries.id, ids), eq(allowlistEntries.state, 'registered')))
     .returning()
 }

@@ -7,7 +7,7 @@ import { AllowlistEntry, AllowlistEntryList, CreateAllowlistEntryBody, ListAllow
 import * as service from './service.ts'
 
 const RULES_DOC =
-  'A withdrawal can only name an active entry of its own account. An entry is pending for 24 h after registration on the organization\'s clock, then active (event treasury.allowlist.activated with id, accountId, address). Addresses are validated strictly per network (invalid_request naming address) and screened (screening_rejected, nothing stored; partner_unavailable when screening cannot decide).'
+  'A withdrawal can only name an active entry of its own account. An entry is registered (in its timelock) for 24 h after registration on the organization\'s clock, then active (event treasury.allowlist.activated with id, accountId, address). Addresses are validated strictly per network (invalid_request naming address) and screened (screening_rejected, nothing stored; partner_unavailable when screening cannot decide).'
 
 export function allowlistRoutes(runtime: Runtime, access: AccessPlugin) {
   return new Elysia({ name: 'kassa/allowlist', prefix: '/v1' })
@@ -25,7 +25,7 @@ export function allowlistRoutes(runtime: Runtime, access: AccessPlugin) {
         body: CreateAllowlistEntryBody,
         response: { 200: AllowlistEntry, 201: AllowlistEntry },
         detail: apiDoc('Register a withdrawal destination', 'Allowlist', {
-          description: `Answers 201 with a new pending entry, or 200 with the account's existing entry for the same network and address (its timelock is not restarted). ${RULES_DOC}`,
+          description: `Answers 201 with a new registered entry, or 200 with the account's existing entry for the same network and address (its timelock is not restarted). ${RULES_DOC}`,
         }),
       },
     )

@@ -39,7 +39,7 @@ function eventData(row: repo.AllowlistEntryRecord): Record<string, unknown> {
 }
 
 /**
- * Registers a destination: validated strictly for its network, screened, then pending for 24 h on
+ * Registers a destination: validated strictly for its network, screened, then registered (in its timelock) for 24 h on
  * the organization's clock. A screening hit is `screening_rejected` and stores nothing. Registering
  * a destination the account already has (not removed) answers that entry and does not restart its timelock.
  */
@@ -63,7 +63,7 @@ export async function registerEntry(
       network: input.network,
       address,
       label: input.label ?? null,
-      state: 'pending',
+      state: 'registered',
       activatesAt: new Date(now.getTime() + ALLOWLIST_TIMELOCK_MS),
       createdAt: now,
     })
@@ -118,7 +118,7 @@ export async function activateDueEntries(runtime: Runtime, orgId: string): Promi
 
 /**
  * One pass: activates the entries of every organization whose first timelock has ended on its own
- * clock, and answers when the next one ends (wall clock), or undefined when none is pending.
+ * clock, and answers when the next one ends (wall clock), or undefined when none is in its timelock.
  */
 export async function activateAllDue(runtime: Runtime): Promise<number | undefined> {
   const pending = await repo.pendingActivations(runtime.db)
@@ -143,12 +143,12 @@ export async function activateAllDue(runtime: Runtime): Promise<number | undefin
 export async function requireActiveEntry(runtime: Runtime, orgId: string, id: string, field: string): Promise<repo.AllowlistEntryRecord> {
   let row = await repo.findEntry(runtime.db, orgId, id)
   if (!row) throw new ApiError('not_found', 'No such allowlist entry', { field })
-  if (row.state === 'pending' && row.activatesAt.getTime() <= runtime.clock.nowMs(orgId)) {
+  if (row.state === 'registered' && row.activatesAt.getTime() <= runtime.clock.nowMs(orgId)) {
     await activateDueEntries(runtime, orgId)
     row = (await repo.findEntry(runtime.db, orgId, id))!
   }
   if (row.state === 'removed') throw new ApiError('conflict', `Allowlist entry ${id} was removed`, { field })
-  if (row.state === 'pending') {
+  if (row.state === 'registered') {
     throw new ApiError('conflict', `Allowlist entry ${id} is in its 24 h timelock until ${row.activatesAt.toISOString()} on the organization's clock`, { field })
   }
   return row

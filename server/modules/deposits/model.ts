@@ -58,6 +58,12 @@ export const FundingInstructions = t.Object(
 export const Deposit = t.Object(
   {
     id: t.String({ examples: ['dep_0192f0c1a2b37c4d8e9f0a1b2c3d4e5f'] }),
+    intentId: Nullable(
+      t.String({
+        examples: ['txi_0192f0c1a2b37c4d8e9f0a1b2c3d4e5f'],
+        description: 'A declared deposit is an intent: txi_ and the same identifier as its id; null for deposits that arrived undeclared',
+      }),
+    ),
     accountId: t.String(),
     asset: t.String(),
     network: NetworkSchema,

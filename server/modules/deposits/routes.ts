@@ -35,7 +35,7 @@ export function depositsRoutes(runtime: Runtime, access: AccessPlugin) {
           description:
             "Answers funding instructions: the account's deposit address on the asset's network (created if it has none), the amount and an expiry 24 h ahead on the organization's clock. " +
             'Matching: an arrival at that address within the expiry completes the oldest open declared deposit of exactly its amount, else the oldest open one (amountMatch under or over). ' +
-            'The received amount is what is credited: inFlight from observation, available at finality (Sui 1 checkpoint, Tron 19 blocks), with transaction.deposit.confirmed (intentId = the deposit id, digest = the transaction hash). ' +
+            'The received amount is what is credited: inFlight from observation, available at finality (Sui 1 checkpoint, Tron 19 blocks), with funding.deposit.confirmed (intentId = the deposit\'s intentId, digest = the transaction hash; funding deposits do not use transaction.deposit.*, which are the events of vault deposit intents). ' +
             'States: awaiting_funds → confirming → completed; expired when nothing arrived in time (a later arrival still credits, as a deposit_address deposit).',
         }),
       },
@@ -115,7 +115,7 @@ export function suspenseOpsRoutes(runtime: Runtime) {
       response: ChainArrival,
       detail: opsDoc(
         'Assign a suspense arrival to an account',
-        "Once final, the amount moves from the organization's suspense account to the account's available balance as a completed deposit (source suspense_assignment), with transaction.deposit.confirmed. conflict while confirming or once resolved.",
+        "Once final, the amount moves from the organization's suspense account to the account's available balance as a completed deposit (source suspense_assignment), with funding.deposit.confirmed. conflict while confirming or once resolved.",
       ),
     })
     .post('/suspense/:id/return', ({ params, body }) => service.returnSuspense(runtime, params.id, body), {

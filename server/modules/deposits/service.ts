@@ -175,6 +175,7 @@ export function toDepositView(row: DepositRow): DepositView {
   const amount = (value: bigint | null | undefined) => (value == null ? null : formatAmount(value, decimals))
   return {
     id: row.id,
+    intentId: intentIdOf(row),
     accountId: row.accountId,
     asset: row.asset,
     network: row.network,
@@ -402,12 +403,27 @@ export async function getArrival(runtime: Runtime, orgId: string | undefined, id
   return toArrivalView(runtime, row)
 }
 
+/**
+ * A funding deposit's event type. The contract's `transaction.deposit.*` and `transaction.redeem.*`
+ * belong to vault deposit and redeem intents (they carry vaultId, recordId, shares); a deposit that
+ * funds an account has names of its own.
+ */
+export const FUNDING_DEPOSIT_CONFIRMED = 'funding.deposit.confirmed'
+
+/**
+ * The intent id of a declared deposit, in the contract's shape `txi_<id>`: the same UUIDv7 as its
+ * deposit id, so either names the other. Deposits that arrived undeclared were no intent and have none.
+ */
+export function intentIdOf(deposit: Pick<DepositRow, 'id' | 'source'>): string | null {
+  return deposit.source === 'declared' ? `txi_${deposit.id.slice('dep_'.length)}` : null
+}
+
 function confirmedEvent(deposit: DepositRow, externalId: string | null, now: Date): EventRow {
   return eventRow(
     deposit.orgId,
-    'transaction.deposit.confirmed',
+    FUNDING_DEPOSIT_CONFIRMED,
     {
-      ...(deposit.source === 'declared' ? { intentId: deposit.id } : {}),
+      ...(deposit.source === 'declared' ? { intentId: intentIdOf(deposit) } : {}),
       depositId: deposit.id,
       accountId: deposit.accountId,
       externalId,
@@ -424,7 +440,7 @@ function confirmedEvent(deposit: DepositRow, externalId: string | null, now: Dat
 
 /**
  * One arrival reaching finality, in one commit: a deposit's in-flight amount becomes available
- * (and the deposit completes, with `transaction.deposit.confirmed`); an unmatched arrival's amount
+ * (and the deposit completes, with `funding.deposit.confirmed`); an unmatched arrival's amount
  * moves from chain clearing to the organization's suspense account.
  */
 async function finalizeArrival(runtime: Runtime, arrival: ArrivalRecord): Promise<void> {

@@ -2,8 +2,12 @@ import { t, type Static } from 'elysia'
 import { PageLimitQuery } from '../../lib/pagination.ts'
 import { DecimalAmount, RequestAmount } from '../balances/model.ts'
 
-/** Issuer-like reasons for a decline. A decline is HTTP 201 with one of these, never an error. */
-export const FAILURE_CODES = ['insufficient_funds', 'account_frozen', 'limit_exceeded', 'unsupported_asset', 'amount_too_small', 'processing_timeout', 'processing_error'] as const
+/**
+ * Reasons for a decline. A decline is HTTP 201 with one of these, never an error. The business
+ * reasons are the codes of the contract's error vocabulary that a transfer or a hold answers for the
+ * same reason; processing_timeout and processing_error have no such code.
+ */
+export const FAILURE_CODES = ['insufficient_available', 'account_frozen', 'limit_exceeded', 'unsupported_asset', 'min_amount', 'processing_timeout', 'processing_error'] as const
 export type FailureCode = (typeof FAILURE_CODES)[number]
 
 export const AuthorizePaymentBody = t.Object(
@@ -28,8 +32,8 @@ export const CapturePaymentBody = t.Object(
 )
 
 /** Every state a payment can be in: the payment's field, and the list's filter. */
-const PaymentStateSchema = t.Union([t.Literal('authorized'), t.Literal('declined'), t.Literal('captured'), t.Literal('voided'), t.Literal('expired')], {
-  description: 'authorized → captured | voided | expired; declined is terminal from the start',
+const PaymentStateSchema = t.Union([t.Literal('authorized'), t.Literal('declined'), t.Literal('captured'), t.Literal('voided'), t.Literal('lapsed')], {
+  description: 'authorized → captured | voided | lapsed (uncaptured 24 h after authorization; event payment.expired); declined is terminal from the start',
 })
 export type PaymentState = Static<typeof PaymentStateSchema>
 
@@ -39,11 +43,11 @@ export const Payment = t.Object(
     state: PaymentStateSchema,
     failureCode: t.Union(
       [
-        t.Literal('insufficient_funds'),
+        t.Literal('insufficient_available'),
         t.Literal('account_frozen'),
         t.Literal('limit_exceeded'),
         t.Literal('unsupported_asset'),
-        t.Literal('amount_too_small'),
+        t.Literal('min_amount'),
         t.Literal('processing_timeout'),
         t.Literal('processing_error'),
         t.Null(),
@@ -56,7 +60,7 @@ export const Payment = t.Object(
     capturedAmount: t.Union([DecimalAmount, t.Null()]),
     holdId: t.Union([t.String(), t.Null()], {
       description:
-        "The hold reserving the amount while authorized. `GET /v1/holds/{holdId}` shows it in every state (pending, then captured, released or expired with the payment); only the payment's own capture and void move it.",
+        "The hold reserving the amount while authorized. `GET /v1/holds/{holdId}` shows it in every state (pending, then captured, released, or expired when the payment lapses); only the payment's own capture and void move it.",
     }),
     merchant: t.Union([t.Object({ name: t.String(), mcc: t.Union([t.String(), t.Null()]) }), t.Null()]),
     description: t.Union([t.String(), t.Null()]),

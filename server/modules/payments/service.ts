@@ -70,11 +70,15 @@ export const AUTHORIZATION_LIFETIME_MS = 24 * 3600 * 1000
 /** Amounts of unsupported assets are still checked for shape; no asset has more decimals than this. */
 const UNKNOWN_ASSET_DECIMALS_MAX = 36
 
-/** Ledger refusals that are business declines, and the issuer-like code each answers with. */
+/**
+ * Ledger refusals that are business declines. A decline's failureCode is the refusal's own code
+ * from the contract's error vocabulary, so one reason reads the same on a payment as on a transfer
+ * or a hold.
+ */
 const DECLINE_CODES: Partial<Record<string, FailureCode>> = {
-  insufficient_available: 'insufficient_funds',
+  insufficient_available: 'insufficient_available',
   account_frozen: 'account_frozen',
-  min_amount: 'amount_too_small',
+  min_amount: 'min_amount',
   limit_exceeded: 'limit_exceeded',
   unsupported_asset: 'unsupported_asset',
 }
@@ -232,9 +236,9 @@ export async function startPayments(runtime: Runtime): Promise<void> {
         operation.holds = [holdRow(hold, 'expired', now)]
         return true
       }
-      const expired: PaymentRow = { ...payment, state: 'expired', closedAt: now }
-      operation.payments = [...(operation.payments ?? []), expired]
-      operation.events!.push(eventRow(hold.orgId, 'payment.expired', eventData(expired, externalIds.get(payment.accountId) ?? null), now))
+      const lapsed: PaymentRow = { ...payment, state: 'lapsed', closedAt: now }
+      operation.payments = [...(operation.payments ?? []), lapsed]
+      operation.events!.push(eventRow(hold.orgId, 'payment.expired', eventData(lapsed, externalIds.get(payment.accountId) ?? null), now))
       return true
     }
   })
@@ -245,7 +249,7 @@ const HOLD_STATE_OF_PAYMENT: Record<PaymentRow['state'], HoldRecord['state']> = 
   authorized: 'pending',
   captured: 'captured',
   voided: 'released',
-  expired: 'expired',
+  lapsed: 'expired',
   // Declined with a hold: a fail-closed decline whose late authorization landed and was released.
   declined: 'released',
 }
@@ -885,7 +889,7 @@ async function takeAuthorized(runtime: Runtime, orgId: string, id: string): Prom
   if (!found) throw notFound('payment')
   const externalId = (await runtime.ledger.accounts.find(found.accountId))?.externalId ?? null
   // From here to the caller's `submit` everything is synchronous: no other request slips in.
-  if (found.state === 'expired') throw new ApiError('hold_expired', `Payment ${id} expired at ${found.expiresAt?.toISOString()}`)
+  if (found.state === 'lapsed') throw new ApiError('hold_expired', `Payment ${id} lapsed at ${found.expiresAt?.toISOString()}`)
   if (found.state !== 'authorized' || !found.holdId) throw new ApiError('hold_not_active', `Payment ${id} is ${found.state}`)
   const pending = runtime.ledger.pendingHolds.get(found.holdId)
   // Postgres still says authorized while a capture, void or lapse of it commits, or just did.

@@ -37,20 +37,57 @@ export interface CheckedUrl {
   literal: boolean
 }
 
+const NAT64_WELL_KNOWN = ipaddr.IPv6.parseCIDR('64:ff9b::/96')
+const IPV4_COMPATIBLE = ipaddr.IPv6.parseCIDR('::/96')
+
+/**
+ * The IPv4 addresses an IPv6 address carries, by every embedding that makes a packet to it reach an
+ * IPv4 host: IPv4-mapped (::ffff:a.b.c.d), IPv4-compatible (::a.b.c.d, deprecated but still
+ * routed by some stacks), IPv4-translated (::ffff:0:a.b.c.d), NAT64 (64:ff9b::a.b.c.d), 6to4
+ * (2002:aabb:ccdd::/48) and Teredo (2001:0::/32: its server, and its client stored inverted).
+ * Undefined when it carries none. A local-use NAT64 address (64:ff9b:1::/48) places its IPv4
+ * address by the operator's prefix length, which cannot be known from outside: it is `opaque`.
+ */
+function embeddedIPv4(v6: ipaddr.IPv6): ipaddr.IPv4[] | 'opaque' | undefined {
+  const bytes = v6.toByteArray()
+  const v4 = (from: number, invert = false) => ipaddr.fromByteArray(bytes.slice(from, from + 4).map((byte) => (invert ? byte ^ 0xff : byte))) as ipaddr.IPv4
+  if (v6.isIPv4MappedAddress()) return [v6.toIPv4Address()]
+  const range = v6.range()
+  // :: and ::1 are IPv6's own unspecified and loopback addresses, not embeddings.
+  if (range === 'unspecified' || range === 'loopback') return undefined
+  if (range === 'rfc6145' || v6.match(NAT64_WELL_KNOWN) || v6.match(IPV4_COMPATIBLE)) return [v4(12)]
+  if (range === 'rfc6052') return 'opaque'
+  if (range === '6to4') return [v4(2)]
+  if (range === 'teredo') return [v4(4), v4(12, true)]
+  return undefined
+}
+
 /** The reason an address may not be called, or undefined when it may. */
 export function refusedAddressReason(address: string, policy: Pick<UrlPolicy, 'allowLoopback'>): string | undefined {
   if (!ipaddr.isValid(address)) return `"${address}" is not an IP address`
-  let parsed = ipaddr.parse(address)
+  const parsed = ipaddr.parse(address)
   if (parsed.kind() === 'ipv6') {
     const v6 = parsed as ipaddr.IPv6
-    // Disguises of IPv4 inside IPv6 are judged as the IPv4 address they carry.
-    if (v6.isIPv4MappedAddress()) parsed = v6.toIPv4Address()
-    else if (v6.range() === 'rfc6052' || v6.range() === 'rfc6145') parsed = ipaddr.fromByteArray(v6.toByteArray().slice(12))
+    // Disguises of IPv4 inside IPv6 are judged as the IPv4 addresses they carry, and only by them.
+    const embedded = embeddedIPv4(v6)
+    if (embedded === 'opaque') return `${address} is a local-use NAT64 address`
+    if (embedded !== undefined) {
+      for (const v4 of embedded) {
+        const reason = refusedRangeReason(v4, policy)
+        if (reason !== undefined) return `${address} carries ${v4.toString()}, ${reason}`
+      }
+      return undefined
+    }
   }
-  const range = parsed.range()
+  const reason = refusedRangeReason(parsed, policy)
+  return reason === undefined ? undefined : `${address} is ${reason}`
+}
+
+function refusedRangeReason(address: ipaddr.IPv4 | ipaddr.IPv6, policy: Pick<UrlPolicy, 'allowLoopback'>): string | undefined {
+  const range = address.range()
   if (range === 'unicast') return undefined
   if (range === 'loopback' && policy.allowLoopback) return undefined
-  return `${address} is a ${range} address`
+  return `a ${range} address`
 }
 
 function stripTrailingDots(hostname: string): string {

@@ -2,14 +2,14 @@ import { t, type Static } from 'elysia'
 import { PageLimitQuery } from '../../lib/pagination.ts'
 import { DecimalAmount } from '../balances/model.ts'
 
-export const WITHDRAWAL_STATES = ['pending_approval', 'approved', 'submitted', 'completed', 'failed', 'rejected'] as const
+export const WITHDRAWAL_STATES = ['pending_approval', 'approved', 'submitted', 'confirmed', 'failed', 'rejected'] as const
 export type WithdrawalState = (typeof WITHDRAWAL_STATES)[number]
 
 export const WithdrawalStateSchema = t.Union(
-  [t.Literal('pending_approval'), t.Literal('approved'), t.Literal('submitted'), t.Literal('completed'), t.Literal('failed'), t.Literal('rejected')],
+  [t.Literal('pending_approval'), t.Literal('approved'), t.Literal('submitted'), t.Literal('confirmed'), t.Literal('failed'), t.Literal('rejected')],
   {
     description:
-      'pending_approval (above the approval threshold, waits for a second key) → approved (unsigned transaction available) → submitted (broadcast) → completed (chainEvidence) | failed (funds back in available); pending_approval → rejected (funds back in available)',
+      'pending_approval (above the approval threshold, waits for a second key) → approved (unsigned transaction available) → submitted (broadcast) → confirmed (chainEvidence; event treasury.withdrawal.completed) | failed (funds back in available); pending_approval → rejected (funds back in available)',
   },
 )
 
@@ -74,7 +74,7 @@ export const Withdrawal = t.Object(
     rejectedBy: t.Union([Actor, t.Null()]),
     unsignedTransaction: t.Union([UnsignedTransactionSchema, t.Null()], { description: 'Present once approved' }),
     txHash: t.Union([t.String(), t.Null()]),
-    chainEvidence: t.Union([ChainEvidenceSchema, t.Null()], { description: 'Present when completed' }),
+    chainEvidence: t.Union([ChainEvidenceSchema, t.Null()], { description: 'Present when confirmed' }),
     failureReason: t.Union([t.String(), t.Null()]),
     createdAt: t.String({ format: 'date-time' }),
     submittedAt: t.Union([t.String({ format: 'date-time' }), t.Null()]),

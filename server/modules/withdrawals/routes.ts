@@ -7,7 +7,7 @@ import { CreateWithdrawalBody, ListWithdrawalsQuery, OperatorActionBody, RejectB
 import * as service from './service.ts'
 
 const STATES_DOC =
-  'States: pending_approval (amount above the organization\'s approval threshold; event treasury.withdrawal.pending_approval) → approved (event treasury.withdrawal.approved; unsignedTransaction readable) → submitted (broadcast through the chain adapter; event treasury.withdrawal.submitted) → exactly one of completed (chainEvidence; event treasury.withdrawal.completed) or failed (funds back in available; event treasury.withdrawal.failed). pending_approval can also end rejected (funds back in available; event treasury.withdrawal.rejected). treasury.withdrawal.confirmed is reserved and never emitted.'
+  'States: pending_approval (amount above the organization\'s approval threshold; event treasury.withdrawal.pending_approval) → approved (event treasury.withdrawal.approved; unsignedTransaction readable) → submitted (broadcast through the chain adapter; event treasury.withdrawal.submitted) → exactly one of confirmed (chainEvidence; event treasury.withdrawal.completed) or failed (funds back in available; event treasury.withdrawal.failed). pending_approval can also end rejected (funds back in available; event treasury.withdrawal.rejected). The event treasury.withdrawal.confirmed is reserved and never emitted: the move to confirmed is told by treasury.withdrawal.completed.'
 const NOT_PENDING_DOC = 'A withdrawal that is not pending_approval answers 409 conflict.'
 
 const OrgWithdrawalParams = t.Object({ orgId: t.String({ maxLength: 64 }), id: t.String({ maxLength: 64 }) })

@@ -392,8 +392,10 @@ async function applyOutcomeNow(runtime: Runtime, outcome: WithdrawalOutcome): Pr
   try {
     if (outcome.status === 'completed') {
       const evidence: ChainEvidence = outcome.evidence
-      const completed: repo.WithdrawalRow = { ...row, state: 'completed', chainEvidence: evidence, txHash: row.txHash ?? evidence.txHash, closedAt: now }
-      await close(runtime, row, completed, OPEN_STATES, 'withdrawal_complete', completionPostings(row), 'treasury.withdrawal.completed', {
+      const confirmed: repo.WithdrawalRow = { ...row, state: 'confirmed', chainEvidence: evidence, txHash: row.txHash ?? evidence.txHash, closedAt: now }
+      // The contract reserves treasury.withdrawal.confirmed and never emits it: this move is told by
+      // treasury.withdrawal.completed instead.
+      await close(runtime, row, confirmed, OPEN_STATES, 'withdrawal_complete', completionPostings(row), 'treasury.withdrawal.completed', {
         txHash: evidence.txHash,
         chainEvidence: evidence,
       })
