@@ -96,6 +96,13 @@ export interface Config {
    * hex, at least 32 bytes). Sandbox falls back to the public development seed; production requires its own.
    */
   depositKeySeedHex: string
+  /**
+   * How long after a business date's cut-off its statements are sealed (`STATEMENT_SETTLE_SECONDS`,
+   * default 60), so that movements booked just before the cut-off have committed.
+   */
+  statementSettleSeconds: number
+  /** How often the statement sealer looks for dates to seal (`STATEMENT_SEAL_INTERVAL_SECONDS`, default 60; 0: never by itself). */
+  statementSealIntervalSeconds: number
 }
 
 /**
@@ -286,6 +293,8 @@ export function loadConfig(env: Environment = process.env): Config {
     logRequests: readBoolean(env, 'LOG_REQUESTS', false),
     screeningBlocklist: readBlocklist(env),
     depositKeySeedHex: readDepositKeySeed(env),
+    statementSettleSeconds: readInteger(env, 'STATEMENT_SETTLE_SECONDS', 60, 0, 3600),
+    statementSealIntervalSeconds: readInteger(env, 'STATEMENT_SEAL_INTERVAL_SECONDS', 60, 0, 86_400),
   }
   if (config.warmUpAuthorizations > 0 && databaseUrl === undefined) {
     throw new ConfigError('WARM_UP_AUTHORIZATIONS needs DATABASE_URL (the warm-up runs on a throwaway Postgres database; the embedded database has none)')
@@ -348,6 +357,9 @@ export function configForTests(overrides: Partial<Config> = {}): Config {
     logRequests: false,
     screeningBlocklist: [],
     depositKeySeedHex: SANDBOX_DEPOSIT_KEY_SEED_HEX,
+    statementSettleSeconds: 60,
+    // Tests drive the sealer with runOnce().
+    statementSealIntervalSeconds: 0,
     ...overrides,
   }
 }
