@@ -21,7 +21,7 @@ beforeAll(async () => {
 }, 60_000)
 afterAll(async () => {
   await app.close()
-})
+}, 60_000)
 
 async function count(table: string): Promise<number> {
   const [row] = await queryRows<{ count: string }>(app.kassa.runtime.db, sql`select count(*) as count from ${sql.identifier(table)} where org_id = ${fx.org.id}`)
