@@ -147,6 +147,9 @@ export function openapiPlugin() {
     path: '/docs',
     specPath: OPENAPI_PATH,
     exclude: ['/docs', OPENAPI_PATH],
+    // The plugin leaves out every path with a dot (static files by its guess); the only such route
+    // is /.well-known/jwks.json, which is part of the API.
+    excludeStaticFile: false,
     documentation: {
       openapi: '3.1.0',
       info: { title: 'Kassa API', version: '1.0.0', description },
