@@ -4,7 +4,8 @@ import { queryRows } from '../../db/client.ts'
 import { SYSTEM_ACCOUNTS } from '../../server/ledger/hot-balances.ts'
 import { newId } from '../../server/lib/ids.ts'
 import { deliveryWorkerOf } from '../../server/modules/webhooks/worker.ts'
-import { startTestApp, type TestApp } from '../support/app.ts'
+import { restartOnSameDatabase, startTestApp, type TestApp } from '../support/app.ts'
+import { verifyStatementChain } from '../../server/modules/statements/verify.ts'
 import { ManualWallClock, statementsFixture, type StatementsFixture } from './support.ts'
 
 // Sealing waits STATEMENT_SETTLE_SECONDS (60 in tests) after a cut-off.
@@ -168,6 +169,25 @@ async function refusalOf(run: () => PromiseLike<unknown>): Promise<string> {
   }
   throw new Error('the database accepted the change')
 }
+
+describe('two instances', () => {
+  test('sealing the same date from two instances at once writes it once', async () => {
+    const second = await restartOnSameDatabase(app)
+    try {
+      await fx.advance(24 * 3600)
+      const before = await count('statements')
+      const [first, other] = await Promise.all([app.kassa.statements.sealer.runOnce(), second.statements.sealer.runOnce()])
+      const sealed = [...first, ...other].filter((entry) => entry.orgId === fx.org.id)
+      expect(sealed.map((entry) => entry.businessDate)).toEqual(['2027-01-14'])
+      expect(await count('statements')).toBe(before + 2)
+      expect(await count('statement_days')).toBe(5)
+      const jwks = (await app.call('GET', '/.well-known/jwks.json')).body
+      expect(await verifyStatementChain(await fx.statements(alice), jwks, { fromFirst: true })).toMatchObject({ ok: true, statements: 5 })
+    } finally {
+      for (const stop of second.runtime.stoppers.splice(0)) await stop()
+    }
+  }, 60_000)
+})
 
 describe('immutability in the database', () => {
   for (const table of ['statements', 'statement_days', 'statement_signing_keys']) {

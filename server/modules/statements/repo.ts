@@ -33,9 +33,9 @@ export async function organizationIds(db: Executor): Promise<string[]> {
   return rows.map((row) => row.id)
 }
 
-export async function lastSealedDay(db: Executor, orgId: string): Promise<{ businessDate: string; periodEnd: Date } | undefined> {
+export async function lastSealedDay(db: Executor, orgId: string): Promise<{ businessDate: string; periodStart: Date; periodEnd: Date } | undefined> {
   const [row] = await db
-    .select({ businessDate: statementDays.businessDate, periodEnd: statementDays.periodEnd })
+    .select({ businessDate: statementDays.businessDate, periodStart: statementDays.periodStart, periodEnd: statementDays.periodEnd })
     .from(statementDays)
     .where(eq(statementDays.orgId, orgId))
     .orderBy(desc(statementDays.businessDate))
@@ -132,21 +132,28 @@ export async function statementBodies(db: Executor, orgId: string, businessDate:
 
 /**
  * Seals one date in one commit: its day row first (a second sealer of the same date finds it and
- * writes nothing), then its statements and their events. Answers false when the date was sealed already.
+ * writes nothing), then its statements and their events, a chunk at a time as `chunks` makes them
+ * (so the whole date is never in memory at once). Answers false when the date was sealed already.
  */
-export async function insertSealedDay(db: Database, day: StatementDayRow, rows: StatementRow[], eventRows: EventInsert[]): Promise<boolean> {
+export async function insertSealedDay(
+  db: Database,
+  day: StatementDayRow,
+  chunks: () => AsyncIterable<{ statements: StatementRow[]; events: EventInsert[] }>,
+): Promise<boolean> {
   return db.transaction(async (tx) => {
     const inserted = await tx.insert(statementDays).values(day).onConflictDoNothing().returning({ orgId: statementDays.orgId })
     if (inserted.length === 0) return false
-    for (let from = 0; from < rows.length; from += INSERT_CHUNK_ROWS) {
-      await tx.execute(bulkInsert(statements, rows.slice(from, from + INSERT_CHUNK_ROWS)))
-    }
-    for (let from = 0; from < eventRows.length; from += INSERT_CHUNK_ROWS) {
-      await tx.execute(bulkInsert(events, eventRows.slice(from, from + INSERT_CHUNK_ROWS)))
+    for await (const chunk of chunks()) {
+      if (chunk.statements.length === 0) continue
+      await tx.execute(bulkInsert(statements, chunk.statements))
+      await tx.execute(bulkInsert(events, chunk.events))
     }
     return true
   })
 }
+
+/** Statements per chunk when a date is sealed: one JSON parameter of a few megabytes at most. */
+export const SEAL_CHUNK_ROWS = INSERT_CHUNK_ROWS
 
 export interface StatementFilter {
   orgId: string

@@ -77,9 +77,12 @@ export class StatementSealer {
     const last = await repo.lastSealedDay(db, orgId)
     let date: string
     let startMs: number
+    // Where the previous sealed period began: late commits are looked for no earlier than that.
+    let previousStartMs: number | undefined
     if (last) {
       date = addDays(last.businessDate, 1)
       startMs = last.periodEnd.getTime()
+      previousStartMs = last.periodStart.getTime()
     } else {
       const first = await repo.firstMovementAt(db, orgId)
       if (first === undefined) return []
@@ -91,19 +94,22 @@ export class StatementSealer {
       // A period never runs backwards, even when the organization moved its cut-off earlier.
       const endMs = Math.max(cutoffOf(date, day), startMs)
       if (this.deps.nowMs(orgId) < endMs + this.deps.settleMs) break
-      const statements = await this.sealDate(orgId, date, startMs, endMs, day, last === undefined && count === 0)
+      const statements = await this.sealDate(orgId, date, startMs, endMs, day, previousStartMs)
       if (statements !== undefined) sealed.push({ orgId, businessDate: date, statements })
       date = addDays(date, 1)
+      previousStartMs = startMs
       startMs = endMs
     }
     return sealed
   }
 
   /** Seals one date; undefined when another sealer got there first. */
-  private async sealDate(orgId: string, businessDate: string, startMs: number, endMs: number, day: BusinessDay, firstDate: boolean): Promise<number | undefined> {
+  private async sealDate(orgId: string, businessDate: string, startMs: number, endMs: number, day: BusinessDay, previousStartMs: number | undefined): Promise<number | undefined> {
     const { db, keys } = this.deps
     const previousDate = addDays(businessDate, -1)
-    const lookbackMs = firstDate ? startMs : startMs - LATE_COMMIT_LOOKBACK_MS
+    // Only the previous date's statements are consulted for what was stated, so the look-back stays
+    // inside its period (one shortened by a change of cut-off included); none before the first date.
+    const lookbackMs = previousStartMs === undefined ? startMs : Math.max(startMs - LATE_COMMIT_LOOKBACK_MS, previousStartMs)
     const snapshot = await repo.readLedgerSnapshot(db, orgId, lookbackMs)
     const previous = new Map((await repo.statementsOfDate(db, orgId, previousDate)).map((row) => [keyOf(row.accountId, row.asset), row]))
 
@@ -135,102 +141,17 @@ export class StatementSealer {
     }
 
     const key = keys.current()
-    const sealedAt = new Date(this.deps.nowMs(orgId)).toISOString()
-    const bodies: StatementBody[] = []
-    const closings: bigint[] = []
+    const sealedAt = new Date(this.deps.nowMs(orgId))
+    const drafts: StatementDraft[] = []
     for (const balance of snapshot.balances) {
       const balanceKey = keyOf(balance.accountId, balance.asset)
       const before = previous.get(balanceKey)
       const own = lines.get(balanceKey) ?? []
       const atCutoff = balance.total - (bookedAfterCutoff.get(balanceKey) ?? 0n)
       if (before === undefined && own.length === 0 && atCutoff === 0n) continue
-      const decimals = this.deps.decimalsOf(balance.asset)
-      assert(decimals !== undefined, `a balance in an asset of the catalog (${balance.asset})`)
-      const opening = before?.closingBalance ?? 0n
-      let running = opening
-      const statementLines: StatementLine[] = own.map((line) => {
-        running += line.amount
-        return {
-          movementId: line.movementId,
-          kind: line.kind,
-          reference: line.reference,
-          bookedAt: new Date(line.bookedAtMs).toISOString(),
-          amount: formatAmount(line.amount, decimals),
-          balanceAfter: formatAmount(running, decimals),
-        }
-      })
-      const closing = running
-      bodies.push({
-        object: 'statement',
-        id: newId('stmt'),
-        accountId: balance.accountId,
-        asset: balance.asset,
-        businessDate,
-        timeZone: day.timeZone,
-        cutoffHour: day.cutoffHour,
-        periodStart: new Date(startMs).toISOString(),
-        periodEnd: new Date(endMs).toISOString(),
-        openingBalance: formatAmount(opening, decimals),
-        closingBalance: formatAmount(closing, decimals),
-        ledgerBalanceAtCutoff: formatAmount(atCutoff, decimals),
-        invariantOk: closing === atCutoff,
-        lines: statementLines,
-        previousStatementId: before?.id ?? null,
-        previousHash: before?.hash ?? null,
-        keyId: key.kid,
-        sealedAt,
-      })
-      closings.push(closing)
+      drafts.push({ accountId: balance.accountId, asset: balance.asset, before, lines: own, atCutoff })
     }
-
-    const rows: repo.StatementRow[] = new Array(bodies.length)
-    const eventRows: repo.EventInsert[] = new Array(bodies.length)
-    for (let from = 0; from < bodies.length; from += SIGNING_BATCH) {
-      const batch = bodies.slice(from, from + SIGNING_BATCH)
-      // The stored body is the canonical text that was hashed, byte for byte.
-      const texts = batch.map((body) => canonicalJson(body))
-      const hashes = texts.map((text) => sha256Hex(text))
-      const signatures = await Promise.all(hashes.map((hash) => keys.sign(key, hash)))
-      for (let index = 0; index < batch.length; index++) {
-        const body = batch[index]!
-        const at = from + index
-        rows[at] = {
-          id: body.id,
-          orgId,
-          accountId: body.accountId,
-          asset: body.asset,
-          businessDate,
-          periodStart: new Date(startMs),
-          periodEnd: new Date(endMs),
-          closingBalance: closings[at]!,
-          lineCount: body.lines.length,
-          invariantOk: body.invariantOk,
-          previousHash: body.previousHash,
-          hash: hashes[index]!,
-          keyId: key.kid,
-          signature: signatures[index]!,
-          body: texts[index]!,
-          sealedAt: new Date(sealedAt),
-        }
-        eventRows[at] = {
-          id: newId('evt'),
-          orgId,
-          type: STATEMENT_SEALED_EVENT,
-          data: {
-            statementId: body.id,
-            accountId: body.accountId,
-            asset: body.asset,
-            businessDate,
-            openingBalance: body.openingBalance,
-            closingBalance: body.closingBalance,
-            lineCount: body.lines.length,
-            invariantOk: body.invariantOk,
-            hash: hashes[index]!,
-          },
-          createdAt: new Date(sealedAt),
-        }
-      }
-    }
+    const period = { businessDate, startMs, endMs, day, keyId: key.kid, sealedAt: sealedAt.toISOString() }
     const dayRow: repo.StatementDayRow = {
       orgId,
       businessDate,
@@ -238,11 +159,122 @@ export class StatementSealer {
       periodEnd: new Date(endMs),
       timeZone: day.timeZone,
       cutoffHour: day.cutoffHour,
-      statements: rows.length,
-      sealedAt: new Date(sealedAt),
+      statements: drafts.length,
+      sealedAt,
     }
-    const written = await repo.insertSealedDay(db, dayRow, rows, eventRows)
-    return written ? rows.length : undefined
+    const decimalsOf = this.deps.decimalsOf
+    // Built, hashed and signed a chunk at a time inside the commit: a date of 100,000 accounts never
+    // has all its statement texts in memory at once.
+    async function* chunks(): AsyncIterable<{ statements: repo.StatementRow[]; events: repo.EventInsert[] }> {
+      for (let from = 0; from < drafts.length; from += repo.SEAL_CHUNK_ROWS) {
+        const bodies = drafts.slice(from, from + repo.SEAL_CHUNK_ROWS).map((draft) => statementBody(draft, period, decimalsOf))
+        // The stored body is the canonical text that was hashed, byte for byte.
+        const texts = bodies.map((body) => canonicalJson(body))
+        const hashes = texts.map((text) => sha256Hex(text))
+        const signatures: string[] = []
+        for (let start = 0; start < hashes.length; start += SIGNING_BATCH) {
+          signatures.push(...(await Promise.all(hashes.slice(start, start + SIGNING_BATCH).map((hash) => keys.sign(key, hash)))))
+        }
+        yield {
+          statements: bodies.map((body, index) => ({
+            id: body.id,
+            orgId,
+            accountId: body.accountId,
+            asset: body.asset,
+            businessDate,
+            periodStart: dayRow.periodStart,
+            periodEnd: dayRow.periodEnd,
+            closingBalance: drafts[from + index]!.closing!,
+            lineCount: body.lines.length,
+            invariantOk: body.invariantOk,
+            previousHash: body.previousHash,
+            hash: hashes[index]!,
+            keyId: key.kid,
+            signature: signatures[index]!,
+            body: texts[index]!,
+            sealedAt,
+          })),
+          events: bodies.map((body, index) => ({
+            id: newId('evt'),
+            orgId,
+            type: STATEMENT_SEALED_EVENT,
+            data: {
+              statementId: body.id,
+              accountId: body.accountId,
+              asset: body.asset,
+              businessDate,
+              openingBalance: body.openingBalance,
+              closingBalance: body.closingBalance,
+              lineCount: body.lines.length,
+              invariantOk: body.invariantOk,
+              hash: hashes[index]!,
+            },
+            createdAt: sealedAt,
+          })),
+        }
+      }
+    }
+    const written = await repo.insertSealedDay(db, dayRow, chunks)
+    return written ? drafts.length : undefined
+  }
+}
+
+/** What a statement is made of before it is written out, hashed and signed. */
+interface StatementDraft {
+  accountId: string
+  asset: string
+  before: repo.PreviousStatement | undefined
+  lines: PendingLine[]
+  atCutoff: bigint
+  /** Set when its body is built. */
+  closing?: bigint
+}
+
+interface Period {
+  businessDate: string
+  startMs: number
+  endMs: number
+  day: BusinessDay
+  keyId: string
+  sealedAt: string
+}
+
+function statementBody(draft: StatementDraft, period: Period, decimalsOf: (asset: string) => number | undefined): StatementBody {
+  const decimals = decimalsOf(draft.asset)
+  assert(decimals !== undefined, `a balance in an asset of the catalog (${draft.asset})`)
+  const opening = draft.before?.closingBalance ?? 0n
+  let running = opening
+  const lines: StatementLine[] = draft.lines.map((line) => {
+    running += line.amount
+    return {
+      movementId: line.movementId,
+      kind: line.kind,
+      reference: line.reference,
+      bookedAt: new Date(line.bookedAtMs).toISOString(),
+      amount: formatAmount(line.amount, decimals),
+      balanceAfter: formatAmount(running, decimals),
+    }
+  })
+  draft.closing = running
+  return {
+    object: 'statement',
+    id: newId('stmt'),
+    accountId: draft.accountId,
+    asset: draft.asset,
+    businessDate: period.businessDate,
+    timeZone: period.day.timeZone,
+    cutoffHour: period.day.cutoffHour,
+    periodStart: new Date(period.startMs).toISOString(),
+    periodEnd: new Date(period.endMs).toISOString(),
+    openingBalance: formatAmount(opening, decimals),
+    closingBalance: formatAmount(running, decimals),
+    ledgerBalanceAtCutoff: formatAmount(draft.atCutoff, decimals),
+    invariantOk: running === draft.atCutoff,
+    lines,
+    previousStatementId: draft.before?.id ?? null,
+    previousHash: draft.before?.hash ?? null,
+    keyId: period.keyId,
+    sealedAt: period.sealedAt,
   }
 }
 
