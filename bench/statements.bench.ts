@@ -68,6 +68,7 @@ try {
   sample()
   const rssBefore = process.memoryUsage().rss
   peakRss = rssBefore
+  peakHeap = process.memoryUsage().heapUsed
   const sealStart = performance.now()
   const sealed = await kassa.statements.sealer.runOnce()
   const sealMs = performance.now() - sealStart

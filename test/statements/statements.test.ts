@@ -189,6 +189,23 @@ describe('two instances', () => {
   }, 60_000)
 })
 
+describe('what makes a line', () => {
+  test('a hold changes no total and is no line; its capture is, and the released rest is not', async () => {
+    fx.at('2027-01-15T10:00:00.000Z')
+    const hold = await fx.call('POST', '/v1/holds', { accountId: alice, asset: 'USDC', amount: '20', expiresInSeconds: 3600 })
+    expect(hold.status).toBe(201)
+    fx.at('2027-01-15T10:30:00.000Z')
+    const captured = await fx.call('POST', `/v1/holds/${hold.body.id}/capture`, { destinationAccountId: bob, amount: '8' })
+    expect(captured.status).toBe(200)
+    await fx.advance(24 * 3600)
+    await fx.seal()
+    const [day] = await fx.statements(alice, '?from=2027-01-15&to=2027-01-15')
+    expect(day!.lines.map((line) => [line.bookedAt, line.amount, line.reference])).toEqual([['2027-01-15T10:30:00.000Z', '-8.000000', captured.body.transferId]])
+    expect(day).toMatchObject({ openingBalance: '78.000000', closingBalance: '70.000000', ledgerBalanceAtCutoff: '70.000000', invariantOk: true })
+    expect(await fx.balance(alice)).toMatchObject({ total: '70.000000', held: '0.000000' })
+  })
+})
+
 describe('immutability in the database', () => {
   for (const table of ['statements', 'statement_days', 'statement_signing_keys']) {
     test(`${table}: UPDATE, DELETE and TRUNCATE are refused by the database`, async () => {
