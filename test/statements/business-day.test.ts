@@ -1,9 +1,12 @@
-import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { businessDateOf, cutoffOf, instantOfWallMs } from '../../server/modules/statements/business-day.ts'
 import { verifyStatementChain } from '../../server/modules/statements/verify.ts'
 import { startTestApp, type TestApp } from '../support/app.ts'
 import { ManualWallClock, statementsFixture, type StatementsFixture } from './support.ts'
 
+
+// Each test seals days on a database of its own; a busy shared host can take well over 5 s for that.
+setDefaultTimeout(60_000)
 const iso = (ms: number) => new Date(ms).toISOString()
 
 describe('business dates in a time zone (pure)', () => {

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { CompactSign, generateKeyPair } from 'jose'
 import { PDFDocument } from 'pdf-lib'
 import type { SignedStatement } from '../../server/modules/statements/document.ts'
@@ -7,6 +7,9 @@ import { callApp } from '../support/app.ts'
 import { startTestApp, type TestApp } from '../support/app.ts'
 import { ManualWallClock, statementsFixture, type StatementsFixture } from './support.ts'
 
+
+// Each test seals days on a database of its own; a busy shared host can take well over 5 s for that.
+setDefaultTimeout(60_000)
 const wall = new ManualWallClock(Date.parse('2027-02-01T08:00:00.000Z'))
 let app: TestApp
 let fx: StatementsFixture

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { sql } from 'drizzle-orm'
 import { queryRows } from '../../db/client.ts'
 import { SYSTEM_ACCOUNTS } from '../../server/ledger/hot-balances.ts'
@@ -9,6 +9,9 @@ import { verifyStatementChain } from '../../server/modules/statements/verify.ts'
 import { ManualWallClock, statementsFixture, type StatementsFixture } from './support.ts'
 
 // Sealing waits STATEMENT_SETTLE_SECONDS (60 in tests) after a cut-off.
+
+// Each test seals days on a database of its own; a busy shared host can take well over 5 s for that.
+setDefaultTimeout(60_000)
 const wall = new ManualWallClock(Date.parse('2027-01-10T09:00:00.000Z'))
 let app: TestApp
 let fx: StatementsFixture
