@@ -8,10 +8,10 @@ import { restartOnSameDatabase, startTestApp, type TestApp } from '../support/ap
 import { verifyStatementChain } from '../../server/modules/statements/verify.ts'
 import { ManualWallClock, statementsFixture, type StatementsFixture } from './support.ts'
 
-// Sealing waits STATEMENT_SETTLE_SECONDS (60 in tests) after a cut-off.
-
 // Each test seals days on a database of its own; a busy shared host can take well over 5 s for that.
 setDefaultTimeout(60_000)
+
+// Sealing waits STATEMENT_SETTLE_SECONDS (60 in tests) after a cut-off.
 const wall = new ManualWallClock(Date.parse('2027-01-10T09:00:00.000Z'))
 let app: TestApp
 let fx: StatementsFixture
