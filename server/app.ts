@@ -21,6 +21,7 @@ import { startWebhookDelivery } from './modules/webhooks/worker.ts'
 import { quotesRoutes } from './modules/quotes/routes.ts'
 import { orgsOpsRoutes } from './modules/orgs/routes.ts'
 import { sandboxRoutes } from './modules/sandbox/routes.ts'
+import { createStatementsModule, type StatementsModule } from './modules/statements/index.ts'
 import { transfersRoutes } from './modules/transfers/routes.ts'
 import { withdrawalsOpsRoutes, withdrawalsRoutes } from './modules/withdrawals/routes.ts'
 import { startWithdrawals } from './modules/withdrawals/service.ts'
@@ -41,6 +42,8 @@ export function buildApp(runtime: Runtime) {
   purge.unref()
   runtime.stoppers.push(() => clearInterval(purge))
   const access = accessPlugin(idempotency, { testExitAfterCommit: runtime.config.testExitAfterCommit })
+  const statements = createStatementsModule({ db: runtime.db, ledger: runtime.ledger, clock: runtime.clock, access, config: runtime.config })
+  runtime.stoppers.unshift(() => statements.stop())
   // Authorizations are answered in front of the app, before Elysia's router and request hooks,
   // the load shedder first: Bun's router sends them there (`serve.routes`, which a listening app
   // gives Bun beside Elysia's own), and what the front does not answer (a caller without a secret
@@ -73,6 +76,9 @@ export function buildApp(runtime: Runtime) {
     .use(webhooksRoutes(runtime, access))
     .use(eventsRoutes(runtime, access))
     .use(eventsOpsRoutes(runtime))
+    .use(statements.routes)
+    .use(statements.opsRoutes)
+    .use(statements.publicRoutes)
   if (runtime.config.serviceEnv === 'sandbox') {
     app = app.use(sandboxRoutes(runtime, access)).use(sandboxFundingRoutes(runtime, access)).use(sandboxChainRoutes(runtime, access)) as unknown as typeof app
   }
@@ -82,7 +88,7 @@ export function buildApp(runtime: Runtime) {
   startWithdrawals(runtime)
   startChain(runtime)
   startDeposits(runtime)
-  return { app, handle: front.handle }
+  return { app, handle: front.handle, statements }
 }
 
 export type App = ReturnType<typeof buildApp>['app']
@@ -90,6 +96,8 @@ export type App = ReturnType<typeof buildApp>['app']
 export interface Kassa {
   app: App
   runtime: Runtime
+  /** Sealed daily statements (its sealer's `runOnce()` is what tests drive). */
+  statements: StatementsModule
   /**
    * One request through the app as a listening server answers it, the load shedder in front
    * included (`app.handle` alone starts at Elysia's router, behind the shedder).
@@ -103,12 +111,14 @@ export async function createApp(config: Config, options: RuntimeOptions = {}): P
   const runtime = await createRuntime(config, options)
   // Payments own some holds; they must be known before the hold sweeper starts.
   await startPayments(runtime)
-  const { app, handle } = buildApp(runtime)
+  const { app, handle, statements } = buildApp(runtime)
+  await statements.start()
   // Delivery runs beside the request path and never inside it: requests only write events.
   await startWebhookDelivery(runtime)
   return {
     app,
     runtime,
+    statements,
     handle: async (request) => handle(request),
     async close() {
       if (app.server) await app.stop()

@@ -93,6 +93,13 @@ export interface Config {
    * request with an Idempotency-Key committed (KASSA_TEST_EXIT_AFTER_COMMIT=N); 0 is off.
    */
   testExitAfterCommit: number
+  /**
+   * How long after a business date's cut-off its statements are sealed (`STATEMENT_SETTLE_SECONDS`,
+   * default 60), so that movements booked just before the cut-off have committed.
+   */
+  statementSettleSeconds: number
+  /** How often the statement sealer looks for dates to seal (`STATEMENT_SEAL_INTERVAL_SECONDS`, default 60; 0: never by itself). */
+  statementSealIntervalSeconds: number
 }
 
 /**
@@ -250,6 +257,8 @@ export function loadConfig(env: Environment = process.env): Config {
     screeningBlocklist: readBlocklist(env),
     depositKeySeedHex: readDepositKeySeed(env),
     testExitAfterCommit: readInteger(env, 'KASSA_TEST_EXIT_AFTER_COMMIT', 0, 0, 1_000_000),
+    statementSettleSeconds: readInteger(env, 'STATEMENT_SETTLE_SECONDS', 60, 0, 3600),
+    statementSealIntervalSeconds: readInteger(env, 'STATEMENT_SEAL_INTERVAL_SECONDS', 60, 0, 86_400),
   }
   if (config.testExitAfterCommit > 0 && serviceEnv !== 'sandbox') {
     throw new ConfigError('KASSA_TEST_EXIT_AFTER_COMMIT is a test switch: it is honoured only with SERVICE_ENV=sandbox')
@@ -315,6 +324,9 @@ export function configForTests(overrides: Partial<Config> = {}): Config {
     screeningBlocklist: [],
     depositKeySeedHex: SANDBOX_DEPOSIT_KEY_SEED_HEX,
     testExitAfterCommit: 0,
+    statementSettleSeconds: 60,
+    // Tests drive the sealer with runOnce().
+    statementSealIntervalSeconds: 0,
     ...overrides,
   }
 }

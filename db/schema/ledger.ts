@@ -30,12 +30,15 @@ export const ledgerMovements = pgTable(
     assets: text('assets').array().notNull(),
     amounts: numeric('amounts', { precision: 38, scale: 0 }).array().notNull(),
   },
-  // By reference only: the movements of a payment, transfer or hold (verify reads it to tell a payment
+  // By reference: the movements of a payment, transfer or hold (verify reads it to tell a payment
   // whose reservation has a movement row of its own, from before migration 0013, from one whose row
   // records it). Every movement writes an entry into each index here, so none is kept that no query
   // reads (an organization's movements in id order had one and no reader).
   (table) => [
     index('ledger_movements_reference_idx').on(table.reference),
+    // An organization's movements by booking time: the statement sealer reads a day's movements
+    // of every account, and those booked after a cut-off, through it (migration 0040).
+    index('ledger_movements_org_created_idx').on(table.orgId, table.createdAt),
     check(
       'ledger_movements_legs',
       sql`cardinality(${table.amounts}) >= 2 and cardinality(${table.accounts}) = cardinality(${table.amounts}) and cardinality(${table.buckets}) = cardinality(${table.amounts}) and cardinality(${table.assets}) = cardinality(${table.amounts})`,

@@ -176,6 +176,9 @@ export function openapiPlugin() {
     scalarCDN: DOCS_VIEWER_PATH,
     // The viewer's default fonts come from its vendor's servers; the system's fonts serve offline.
     scalarConfig: { withDefaultFonts: false } as never,
+    // The plugin leaves out every path with a dot (static files by its guess); the only such route
+    // is /.well-known/jwks.json, which is part of the API.
+    excludeStaticFile: false,
     documentation: {
       openapi: '3.1.0',
       info: { title: 'Kassa API', version: '1.0.0', description },

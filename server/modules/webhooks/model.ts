@@ -10,7 +10,7 @@ export const WEBHOOK_SUBSCRIPTIONS_MAX = 64
  * `treasury`, `vault`) and the namespaces this service also emits; new types may appear under any
  * of them at any time.
  */
-export const EVENT_NAMESPACES = ['transaction', 'account', 'treasury', 'vault', 'funding', 'payment', 'hold', 'transfer'] as const
+export const EVENT_NAMESPACES = ['transaction', 'account', 'treasury', 'vault', 'funding', 'payment', 'hold', 'transfer', 'statement'] as const
 
 /**
  * Svix's schedule: the first attempt at once, then retries after these delays (8 attempts over
