@@ -96,6 +96,12 @@ export interface Config {
    * hex, at least 32 bytes). Sandbox falls back to the public development seed; production requires its own.
    */
   depositKeySeedHex: string
+  /** The SBT data API's own listener (`SBT_PORT`, default 3001; 0 picks a free port). */
+  sbtPort: number
+  /** The base of the SBT referral links (`SBT_REFERRAL_BASE_URL`): the frontend's address. */
+  sbtReferralBaseUrl: string
+  /** How long an issuer's Verify API (labelType 40) may take to answer (`SBT_VERIFY_TIMEOUT_MS`, default 5,000). */
+  sbtVerifyTimeoutMs: number
 }
 
 /**
@@ -224,6 +230,21 @@ function readDepositKeySeed(env: Environment): string {
   return raw.toLowerCase()
 }
 
+function readHttpUrl(env: Environment, name: string, fallback: string): string {
+  const raw = env[name]
+  if (raw === undefined || raw === '') return fallback
+  let url: URL
+  try {
+    url = new URL(raw)
+  } catch {
+    throw new ConfigError(`${name} must be an http:// or https:// URL, got "${raw}"`)
+  }
+  if ((url.protocol !== 'http:' && url.protocol !== 'https:') || url.search !== '' || url.hash !== '') {
+    throw new ConfigError(`${name} must be an http:// or https:// URL without query or fragment, got "${raw}"`)
+  }
+  return raw.replace(/\/+$/, '')
+}
+
 function readCaFile(env: Environment): string | undefined {
   const raw = env.WEBHOOK_CA_FILE
   if (raw === undefined || raw === '') return undefined
@@ -286,7 +307,11 @@ export function loadConfig(env: Environment = process.env): Config {
     logRequests: readBoolean(env, 'LOG_REQUESTS', false),
     screeningBlocklist: readBlocklist(env),
     depositKeySeedHex: readDepositKeySeed(env),
+    sbtPort: readInteger(env, 'SBT_PORT', 3001, 0, 65535),
+    sbtReferralBaseUrl: readHttpUrl(env, 'SBT_REFERRAL_BASE_URL', 'http://localhost:3001'),
+    sbtVerifyTimeoutMs: readInteger(env, 'SBT_VERIFY_TIMEOUT_MS', 5000, 100, 60_000),
   }
+  if (config.sbtPort !== 0 && config.sbtPort === config.port) throw new ConfigError(`SBT_PORT must differ from PORT (both ${config.port})`)
   if (config.warmUpAuthorizations > 0 && databaseUrl === undefined) {
     throw new ConfigError('WARM_UP_AUTHORIZATIONS needs DATABASE_URL (the warm-up runs on a throwaway Postgres database; the embedded database has none)')
   }
@@ -315,6 +340,7 @@ export function assertProductionSafe(config: Config): void {
   if (config.operatorToken === undefined) problems.push('OPERATOR_TOKEN is required (it is generated only in sandbox)')
   if (config.allowLoopbackWebhooks) problems.push('ALLOW_LOOPBACK_WEBHOOKS is a test-only setting')
   if (config.depositKeySeedHex === SANDBOX_DEPOSIT_KEY_SEED_HEX) problems.push('DEPOSIT_KEY_SEED is required (the sandbox seed is public)')
+  if (config.sbtReferralBaseUrl === 'http://localhost:3001') problems.push('SBT_REFERRAL_BASE_URL is required (referral links must point at the public frontend)')
   if (config.webhookCaFile !== undefined) problems.push('WEBHOOK_CA_FILE is a test-only setting (receivers must use publicly trusted certificates)')
   if (problems.length > 0) {
     throw new ConfigError(`production refuses to start: ${problems.join('; ')}`)
@@ -348,6 +374,9 @@ export function configForTests(overrides: Partial<Config> = {}): Config {
     logRequests: false,
     screeningBlocklist: [],
     depositKeySeedHex: SANDBOX_DEPOSIT_KEY_SEED_HEX,
+    sbtPort: 0,
+    sbtReferralBaseUrl: 'https://app.example.test',
+    sbtVerifyTimeoutMs: 2000,
     ...overrides,
   }
 }

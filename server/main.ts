@@ -45,6 +45,14 @@ async function main(): Promise<void> {
     await kassa.close()
     process.exit(1)
   }
+  try {
+    kassa.sbt.start(config.sbtPort)
+  } catch (error) {
+    console.error(`kassa: could not listen on ${config.host}:${config.sbtPort} for the SBT data API: ${(error as Error).message} Set SBT_PORT to another port.`)
+    await kassa.close()
+    process.exit(1)
+  }
+  console.log(`kassa: SBT data API listening on http://${kassa.sbt.app.server!.hostname}:${kassa.sbt.app.server!.port} (OpenAPI at /openapi.json)`)
   const server = kassa.app.server!
   console.log(
     `kassa ${config.serviceEnv} listening on http://${server.hostname}:${server.port} ` +
