@@ -15,11 +15,13 @@ import { checkWebhookUrl, UrlRefused, type UrlPolicy } from '../../lib/url-polic
 export const IMPORT_ITEMS_MAX = 200_000
 
 const Id = t.String({ minLength: 1, maxLength: 128, pattern: '^[A-Za-z0-9_.:-]+$' })
+/** Campaign ids appear in referral links, encoded there: any printable text. */
+const CampaignId = t.String({ minLength: 1, maxLength: 128, pattern: '^[^\\u0000-\\u001f\\u007f]+$' })
 const Address = t.String({ minLength: 1, maxLength: 70 })
 const Iso = t.String({ format: 'date-time', minLength: 10, maxLength: 40 })
 
-export const ImportCampaign = t.Object({ id: Id, name: t.String({ minLength: 1, maxLength: 200 }), isDefault: t.Optional(t.Boolean()) }, { additionalProperties: false })
-export const ImportGroup = t.Object({ id: Id, campaignId: Id, name: t.String({ minLength: 1, maxLength: 200 }) }, { additionalProperties: false })
+export const ImportCampaign = t.Object({ id: CampaignId, name: t.String({ minLength: 1, maxLength: 200 }), isDefault: t.Optional(t.Boolean()) }, { additionalProperties: false })
+export const ImportGroup = t.Object({ id: Id, campaignId: CampaignId, name: t.String({ minLength: 1, maxLength: 200 }) }, { additionalProperties: false })
 export const ImportCredential = t.Object(
   {
     id: Id,
@@ -47,7 +49,8 @@ export const ImportReward = t.Object(
 export const ImportUser = t.Object(
   {
     suiAddress: Address,
-    inviteCode: t.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_-]+$' }),
+    /** Codes moved over from another system may hold any printable text; referral links encode them. */
+    inviteCode: t.String({ minLength: 1, maxLength: 64, pattern: '^[^\\u0000-\\u001f\\u007f]+$' }),
     invitedBy: t.Optional(Address),
     invitedAt: t.Optional(Iso),
     createdAt: t.Optional(Iso),

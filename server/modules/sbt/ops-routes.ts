@@ -93,11 +93,18 @@ export function sbtOpsRoutes(deps: SbtOpsDeps) {
     .post(
       '/import',
       async ({ body }) => {
-        const document = typeof (body as { ndjson?: unknown }).ndjson === 'string' ? documentFromNdjson((body as { ndjson: string }).ndjson) : body
-        return applyImport(deps.db, document, deps.policy)
+        const { ndjson, ...document } = body
+        if (ndjson !== undefined && Object.keys(document).length > 0) throw invalid('ndjson', 'send either ndjson or the document\'s arrays, not both')
+        return applyImport(deps.db, ndjson === undefined ? document : documentFromNdjson(ndjson), deps.policy)
       },
       {
-        body: t.Union([ImportDocument, t.Object({ ndjson: t.String({ description: 'The same items as NDJSON, one per line, each with "type": campaign, group, credential, reward, user, result, click or claim' }) }, { additionalProperties: false })]),
+        body: t.Object(
+          {
+            ...ImportDocument.properties,
+            ndjson: t.Optional(t.String({ description: 'Instead of the arrays: the same items as NDJSON, one per line, each with "type": campaign, group, credential, reward, user, result, click or claim' })),
+          },
+          { additionalProperties: false, title: 'SbtImport' },
+        ),
         response: ImportSummary,
         detail: doc(
           'Import campaigns, credentials, rewards, users, invites, results, clicks and claim records',

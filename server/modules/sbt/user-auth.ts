@@ -50,8 +50,8 @@ export class WalletAuth {
 
   async challenge(rawAddress: unknown, inviteCode: unknown): Promise<Challenge> {
     const address = normalizeSuiAddress(typeof rawAddress === 'string' ? rawAddress : undefined)
-    if (inviteCode !== undefined && inviteCode !== null && (typeof inviteCode !== 'string' || !/^[A-Za-z0-9_-]{1,64}$/.test(inviteCode))) {
-      throw invalidParameter('inviteCode', 'must be 1 to 64 letters, digits, _ or -')
+    if (inviteCode !== undefined && inviteCode !== null && (typeof inviteCode !== 'string' || !/^[^\u0000-\u001f\u007f]{1,64}$/.test(inviteCode))) {
+      throw invalidParameter('inviteCode', 'must be 1 to 64 printable characters')
     }
     const nonce = randomToken(24)
     const expiresAt = new Date(this.nowMs() + CHALLENGE_LIFETIME_MS)
