@@ -96,7 +96,7 @@ export interface Config {
    * hex, at least 32 bytes). Sandbox falls back to the public development seed; production requires its own.
    */
   depositKeySeedHex: string
-  /** The SBT data API's own listener (`SBT_PORT`, default 3001; 0 picks a free port). */
+  /** The SBT data API's own listener (`SBT_PORT`; by default PORT + 1, 3001, or any free port when PORT is 0). */
   sbtPort: number
   /** The base of the SBT referral links (`SBT_REFERRAL_BASE_URL`): the frontend's address. */
   sbtReferralBaseUrl: string
@@ -281,8 +281,9 @@ export function loadConfig(env: Environment = process.env): Config {
   if (operatorToken !== undefined && !/^[\x21-\x7e]+$/.test(operatorToken)) {
     throw new ConfigError('OPERATOR_TOKEN must be printable ASCII without spaces (it is sent as a Bearer token)')
   }
+  const port = readInteger(env, 'PORT', 3000, 0, 65535)
   const config: Config = {
-    port: readInteger(env, 'PORT', 3000, 0, 65535),
+    port,
     host: env.HOST && env.HOST !== '' ? env.HOST : '0.0.0.0',
     databaseUrl,
     dataDir: resolve(env.DATA_DIR && env.DATA_DIR !== '' ? env.DATA_DIR : '.data'),
@@ -307,7 +308,8 @@ export function loadConfig(env: Environment = process.env): Config {
     logRequests: readBoolean(env, 'LOG_REQUESTS', false),
     screeningBlocklist: readBlocklist(env),
     depositKeySeedHex: readDepositKeySeed(env),
-    sbtPort: readInteger(env, 'SBT_PORT', 3001, 0, 65535),
+    // Beside the main port by default; a server on any free port (PORT=0) takes any free one here too.
+    sbtPort: readInteger(env, 'SBT_PORT', port === 0 ? 0 : port === 65535 ? 65534 : port + 1, 0, 65535),
     sbtReferralBaseUrl: readHttpUrl(env, 'SBT_REFERRAL_BASE_URL', 'http://localhost:3001'),
     sbtVerifyTimeoutMs: readInteger(env, 'SBT_VERIFY_TIMEOUT_MS', 5000, 100, 60_000),
   }

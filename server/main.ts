@@ -52,12 +52,13 @@ async function main(): Promise<void> {
     await kassa.close()
     process.exit(1)
   }
-  console.log(`kassa: SBT data API listening on http://${kassa.sbt.app.server!.hostname}:${kassa.sbt.app.server!.port} (OpenAPI at /openapi.json)`)
   const server = kassa.app.server!
   console.log(
     `kassa ${config.serviceEnv} listening on http://${server.hostname}:${server.port} ` +
       `(database: ${config.databaseUrl ? 'postgres' : `embedded at ${config.dataDir}`})`,
   )
+  // After the line above, which tools read for the main listener's address.
+  console.log(`kassa: SBT data API on http://${kassa.sbt.app.server!.hostname}:${kassa.sbt.app.server!.port} (OpenAPI at /openapi.json)`)
   const priority = config.requestThreadFirst ? await requestThreadFirst() : undefined
   console.log(`kassa: request thread first: ${priority ? priority.summary : 'off (REQUEST_THREAD_FIRST=false)'}`)
   console.log(`kassa: Bun's idle GC timer: ${gcTimerSummary()}`)
