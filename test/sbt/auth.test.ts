@@ -21,7 +21,7 @@ beforeAll(async () => {
 }, 120_000)
 afterAll(async () => {
   await s.close()
-})
+}, 30_000)
 
 describe('the service token', () => {
   test('is required on every endpoint: no header is 401 with code 40101', async () => {

@@ -53,7 +53,7 @@ beforeAll(async () => {
 }, 120_000)
 afterAll(async () => {
   await s.close()
-})
+}, 30_000)
 
 describe('GET /gonative/user', () => {
   test('answers the user record with every field of the contract, in the envelope with code 0', async () => {

@@ -52,6 +52,7 @@ export function createSbtModule(deps: SbtModuleDeps) {
   const openapi = sbtOpenApi(environment)
   const app = sbtListenerApp({ tokens, reads, wallets, credentials, claims, sandbox, openapi: () => openapi, log: deps.log ?? ((line) => console.error(line)) })
   const routes = sbtOpsRoutes({ db, tokens, policy, sandbox })
+  let listening = false
   return {
     routes,
     app,
@@ -60,10 +61,13 @@ export function createSbtModule(deps: SbtModuleDeps) {
     /** Listens on `SBT_PORT` (0: any free port); answers the port. */
     start(port: number = config.sbtPort): number {
       app.listen({ port, hostname: config.host, maxRequestBodySize: SBT_BODY_LIMIT_BYTES, reusePort: false })
+      listening = true
       return app.server!.port!
     },
     async stop(): Promise<void> {
-      if (app.server) await app.stop()
+      if (!listening) return
+      listening = false
+      await app.stop(true)
     },
   }
 }
