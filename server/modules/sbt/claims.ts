@@ -62,7 +62,7 @@ export class ClaimService {
     if (missing.length > 0) throw new SbtError('not_eligible', `Credentials not yet verified: ${missing.join(', ')}`)
     if (this.mints === undefined) throw new SbtError('chain_unavailable', 'No mint chain is configured on this deployment')
     const sender = rail === 'sui' ? user.suiAddress : user.bindings.evm
-    if (sender === undefined || !/^0x[0-9a-fA-F]{40}$/.test(sender)) throw new SbtError('wallet_not_bound', 'The EVM rail needs a bound EVM wallet (0x and 40 hex digits)')
+    if (sender === undefined || (rail === 'evm' && !/^0x[0-9a-fA-F]{40}$/.test(sender))) throw new SbtError('wallet_not_bound', 'The EVM rail needs a bound EVM wallet (0x and 40 hex digits)')
     const mints = this.mints
     return this.db.transaction(async (tx) => {
       await tx.execute(sql`insert into sbt_claims (user_id, sbt_id, claim_type) values (${user.id}, ${sbtId}, ${CLAIM_ELIGIBLE}) on conflict (user_id, sbt_id) do nothing`)
