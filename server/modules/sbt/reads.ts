@@ -1,4 +1,4 @@
-import { sql } from 'drizzle-orm'
+import { sql, type SQL } from 'drizzle-orm'
 import type { Database } from '../../../db/client.ts'
 import { SbtError } from './envelope.ts'
 import { normalizeSuiAddress } from './sui.ts'
@@ -51,7 +51,6 @@ export interface PagedRecord {
 }
 
 interface ClaimedRow {
-  user_id: string | number
   kind: 'social' | 'referral' | 'lockdrop'
   level: number
   sbt_id: number
@@ -59,7 +58,7 @@ interface ClaimedRow {
   task_name: string
   points: number
   invites_required: number | null
-  usd_required: string | null
+  usd_required: string | number | null
 }
 
 interface Grouped {
@@ -116,38 +115,49 @@ function parseWhole(raw: string | null, name: string, fallback: number): number 
   return Number(raw)
 }
 
+/** A user's claimed SBTs as one JSON array, built by Postgres (one round trip per read). */
+const CLAIMED_JSON = (userId: SQL) => sql`(
+  select coalesce(json_agg(json_build_object(
+    'kind', r.kind, 'level', r.level, 'sbt_id', r.sbt_id, 'title', r.title, 'task_name', r.task_name,
+    'points', r.points, 'invites_required', r.invites_required, 'usd_required', r.usd_required
+  ) order by r.level, r.sbt_id), '[]'::json)
+  from sbt_claims c join sbt_rewards r on r.sbt_id = c.sbt_id
+  where c.user_id = ${userId} and c.claim_type = ${CLAIMED})`
+
+function parsedJson<T>(value: unknown): T {
+  return (typeof value === 'string' ? JSON.parse(value) : value) as T
+}
+
+function groupOf(claimed: unknown): Grouped {
+  const group = emptyGroup()
+  for (const row of parsedJson<ClaimedRow[]>(claimed)) addClaimed(group, row)
+  return group
+}
+
 export class SbtReads {
   constructor(
     private readonly db: Database,
     private readonly referralBaseUrl: string,
   ) {}
 
+  /** The user record, read in one statement: the user, their claimed SBTs, their invitees and the referral campaign. */
   async user(rawAddress: string | null): Promise<UserRecord> {
     const address = normalizeSuiAddress(rawAddress)
-    const users = rowsOf<{ id: string | number; invite_code: string }>(
-      await this.db.execute(sql`select id, invite_code from sbt_users where sui_address = ${address}`),
+    const [row] = rowsOf<{ invite_code: string; claimed: unknown; invitees: unknown; campaign_id: string | null }>(
+      await this.db.execute(sql`
+        select u.invite_code,
+          ${CLAIMED_JSON(sql`u.id`)} as claimed,
+          (select coalesce(json_agg(json_build_object('sui_address', i.sui_address, 'invite_date', coalesce(i.invited_at, i.created_at)) order by i.invited_at, i.id), '[]'::json)
+             from sbt_users i where i.invited_by = u.id) as invitees,
+          (select id from sbt_campaigns order by is_default desc, id limit 1) as campaign_id
+        from sbt_users u where u.sui_address = ${address}`),
     )
-    const user = users[0]
-    if (user === undefined) throw new SbtError('user_not_found', `No user with address ${address}`)
-    const [claimed, invitees, campaigns] = await Promise.all([
-      this.db.execute(sql`
-        select c.user_id, r.kind, r.level, r.sbt_id, r.title, r.task_name, r.points, r.invites_required, r.usd_required
-        from sbt_claims c join sbt_rewards r on r.sbt_id = c.sbt_id
-        where c.user_id = ${user.id} and c.claim_type = ${CLAIMED}
-        order by r.level, r.sbt_id`),
-      this.db.execute(sql`
-        select sui_address, coalesce(invited_at, created_at) as invite_date
-        from sbt_users where invited_by = ${user.id}
-        order by invited_at, id`),
-      this.db.execute(sql`select id from sbt_campaigns order by is_default desc, id limit 1`),
-    ])
-    const group = emptyGroup()
-    for (const row of rowsOf<ClaimedRow>(claimed)) addClaimed(group, row)
-    const inviteeList = rowsOf<{ sui_address: string; invite_date: Date | string }>(invitees).map((row) => ({
-      suiAddress: row.sui_address,
-      inviteDate: new Date(row.invite_date).toISOString(),
+    if (row === undefined) throw new SbtError('user_not_found', `No user with address ${address}`)
+    const group = groupOf(row.claimed)
+    const invitees = parsedJson<Array<{ sui_address: string; invite_date: string }>>(row.invitees).map((invitee) => ({
+      suiAddress: invitee.sui_address,
+      inviteDate: new Date(invitee.invite_date).toISOString(),
     }))
-    const campaignId = rowsOf<{ id: string }>(campaigns)[0]?.id
     return {
       suiAddress: address,
       claimedSocialSbts: group.social,
@@ -155,40 +165,32 @@ export class SbtReads {
       claimedLockdropSbts: group.lockdrop,
       totalRawPoints: group.points,
       sbtCount: group.count,
-      referralLink: referralLinkOf(this.referralBaseUrl, campaignId, user.invite_code),
-      invitees: inviteeList,
-      inviteeCount: inviteeList.length,
+      referralLink: referralLinkOf(this.referralBaseUrl, row.campaign_id ?? undefined, row.invite_code),
+      invitees,
+      inviteeCount: invitees.length,
     }
   }
 
-  /** One page of users in id order (the order they joined, stable under inserts at the end). */
+  /** One page of users in id order (the order they joined, stable under inserts at the end), in one statement. */
   async allUsers(page: number, pageSize: number): Promise<PagedRecord> {
     const offset = (page - 1) * pageSize
-    const [counted, pageRows] = await Promise.all([
-      this.db.execute(sql`select value from sbt_counters where name = 'users'`),
-      this.db.execute(sql`select id, sui_address from sbt_users order by id limit ${pageSize} offset ${offset}`),
-    ])
-    const totalUsers = Number(rowsOf<{ value: string | number }>(counted)[0]?.value ?? 0)
-    const users = rowsOf<{ id: string | number; sui_address: string }>(pageRows)
-    const groups = new Map<string, Grouped>()
-    for (const user of users) groups.set(String(user.id), emptyGroup())
-    if (users.length > 0) {
-      const ids = users.map((user) => Number(user.id))
-      const claimed = await this.db.execute(sql`
-        select c.user_id, r.kind, r.level, r.sbt_id, r.title, r.task_name, r.points, r.invites_required, r.usd_required
-        from sbt_claims c join sbt_rewards r on r.sbt_id = c.sbt_id
-        where c.user_id = any(${sql.raw(`'{${ids.join(',')}}'::bigint[]`)}) and c.claim_type = ${CLAIMED}
-        order by c.user_id, r.level, r.sbt_id`)
-      for (const row of rowsOf<ClaimedRow>(claimed)) addClaimed(groups.get(String(row.user_id))!, row)
-    }
-    return {
-      users: users.map((user) => {
-        const group = groups.get(String(user.id))!
+    const rows = rowsOf<{ sui_address: string | null; total: string | number; claimed: unknown }>(
+      await this.db.execute(sql`
+        with page as (select id, sui_address from sbt_users order by id limit ${pageSize} offset ${offset})
+        select p.sui_address, t.value as total, ${CLAIMED_JSON(sql`p.id`)} as claimed
+        from (select value from sbt_counters where name = 'users') t
+        left join page p on true
+        order by p.id`),
+    )
+    const totalUsers = Number(rows[0]?.total ?? 0)
+    const users = rows
+      .filter((row) => row.sui_address !== null)
+      .map((row) => {
+        const group = groupOf(row.claimed)
         // sbtCount and totalRawPoints count every claimed SBT, lockdrop ones included, though the
         // paged record lists only the social and referral ones (as the contract shapes it).
-        return { suiAddress: user.sui_address, sbtCount: group.count, totalRawPoints: group.points, claimedSocialSbts: group.social, claimedReferralSbts: group.referral }
-      }),
-      pagination: { currentPage: page, pageSize, totalUsers, totalPages: Math.ceil(totalUsers / pageSize) },
-    }
+        return { suiAddress: row.sui_address!, sbtCount: group.count, totalRawPoints: group.points, claimedSocialSbts: group.social, claimedReferralSbts: group.referral }
+      })
+    return { users, pagination: { currentPage: page, pageSize, totalUsers, totalPages: Math.ceil(totalUsers / pageSize) } }
   }
 }
