@@ -90,9 +90,10 @@ export class ClaimService {
       await this.db.execute(sql`select claim_type, tx_digest, rail from sbt_claims where user_id = ${user.id} and sbt_id = ${sbtId}`),
     )
     if (record === undefined || record.tx_digest === null) throw new SbtError('claim_not_found', `No claim of SBT ${sbtId} by this user`)
-    const [mint] = rowsOf<{ status: string; expires_at: Date | string }>(await this.db.execute(sql`select status, expires_at from sbt_mints where digest = ${record.tx_digest}`))
+    const [mint] = rowsOf<{ status: string; expires_at: Date | string; tx_bytes: string }>(await this.db.execute(sql`select status, expires_at, tx_bytes from sbt_mints where digest = ${record.tx_digest}`))
     if (record.claim_type === CLAIM_CLAIMED) return { sbtId, claimType: CLAIM_CLAIMED, txDigest: record.tx_digest, mint: 'executed' }
-    const holder = record.rail === 'evm' ? user.bindings.evm!.toLowerCase() : user.suiAddress
+    // The SBT is looked for where the mint sends it: the transaction's sender (the wallet bound at claim time).
+    const holder = mint === undefined ? user.suiAddress : (JSON.parse(new TextDecoder().decode(base64.decode(mint.tx_bytes))) as { sender: string }).sender
     const held = (await this.chain.readFact(record.rail ?? 'sui', holder, `sbt:${sbtId}`)) >= 1n
     let claimType = record.claim_type
     let state: CheckAnswer['mint'] = 'pending'
@@ -115,6 +116,8 @@ export class ClaimService {
    * bytes, once, before it expires; the SBT then shows on chain at the sender's address.
    */
   async executeOnSandbox(rawTxBytes: unknown, userSignature: unknown, sponsorSignature: unknown): Promise<{ digest: string; status: 'executed' }> {
+    const mints = this.mints
+    if (mints === undefined) throw new SbtError('chain_unavailable', 'This deployment has no sandbox chain')
     if (typeof rawTxBytes !== 'string') throw invalidParameter('txBytes', 'must be the base64 transaction bytes a claim answered')
     if (typeof userSignature !== 'string') throw invalidParameter('userSignature', "must be the sender's signature over the transaction")
     if (typeof sponsorSignature !== 'string') throw invalidParameter('sponsorSignature', "must be the sponsor's signature a claim answered")
@@ -136,7 +139,7 @@ export class ClaimService {
     if (mint === undefined || mint.tx_bytes !== rawTxBytes) throw new SbtError('claim_not_found', 'No such transaction was built')
     if (mint.status !== 'built') throw new SbtError('claim_in_progress', `The transaction is ${mint.status} already`)
     if (new Date(mint.expires_at).getTime() <= this.nowMs()) throw new SbtError('invalid_parameter', 'The transaction has expired')
-    if (!this.mints!.signaturesValid(rail, bytes, payload.sender, userSignature, sponsorSignature)) {
+    if (!mints.signaturesValid(rail, bytes, payload.sender, userSignature, sponsorSignature)) {
       throw new SbtError('invalid_signature', 'The sender and sponsor signatures must both verify over the transaction bytes')
     }
     return this.db.transaction(async (tx) => {

@@ -22,7 +22,7 @@ export const SBT_ERRORS = {
   claim_in_progress: { code: 40902, status: 409, meaning: 'A mint for this SBT is in flight (claimType 3); confirm it with /sui/sbt/claim/check' },
   not_eligible: { code: 42201, status: 422, meaning: 'Not every credential of the reward\'s group has a stored result with status 1' },
   unsupported_label_type: { code: 42202, status: 422, meaning: 'The credential\'s labelType has no verifier here (undefined, or a platform check this deployment cannot run)' },
-  wallet_not_bound: { code: 42203, status: 422, meaning: 'The check needs a wallet the user has not bound (EVM rail, TON or BSC checks)' },
+  wallet_not_bound: { code: 42203, status: 422, meaning: 'The EVM rail needs an EVM wallet the user has not bound' },
   verify_api_unavailable: { code: 50201, status: 502, meaning: 'The issuer\'s Verify API did not answer in time, or answered with an error' },
   chain_unavailable: { code: 50301, status: 503, meaning: 'No mint chain is configured on this deployment (production needs a chain adapter; the sandbox chain serves staging)' },
   internal: { code: 50001, status: 500, meaning: 'An unexpected error; quote the request id' },
