@@ -342,7 +342,6 @@ export function assertProductionSafe(config: Config): void {
   if (config.operatorToken === undefined) problems.push('OPERATOR_TOKEN is required (it is generated only in sandbox)')
   if (config.allowLoopbackWebhooks) problems.push('ALLOW_LOOPBACK_WEBHOOKS is a test-only setting')
   if (config.depositKeySeedHex === SANDBOX_DEPOSIT_KEY_SEED_HEX) problems.push('DEPOSIT_KEY_SEED is required (the sandbox seed is public)')
-  if (config.sbtReferralBaseUrl === 'http://localhost:3001') problems.push('SBT_REFERRAL_BASE_URL is required (referral links must point at the public frontend)')
   if (config.webhookCaFile !== undefined) problems.push('WEBHOOK_CA_FILE is a test-only setting (receivers must use publicly trusted certificates)')
   if (problems.length > 0) {
     throw new ConfigError(`production refuses to start: ${problems.join('; ')}`)

@@ -7,14 +7,16 @@ import { FACT_PATTERN, setChainFact } from './chain-reader.ts'
 import { farmableReport } from './credentials.ts'
 import { applyImport, documentFromNdjson, ImportDocument } from './import.ts'
 import { normalizeSuiAddress } from './sui.ts'
-import { SBT_ENVIRONMENTS, type SbtTokens } from './tokens.ts'
+import type { SbtTokens } from './tokens.ts'
 
 const doc = (summary: string, description?: string) => apiDoc(summary, 'SBT operators', { security: 'operator', description })
+
+const Environment = t.Union([t.Literal('staging'), t.Literal('production')], { description: 'staging: the sandbox deployment; production: the production one' })
 
 const TokenView = t.Object(
   {
     id: t.String(),
-    environment: t.Union(SBT_ENVIRONMENTS.map((environment) => t.Literal(environment))),
+    environment: Environment,
     label: t.String(),
     createdAt: t.String({ format: 'date-time' }),
     revokedAt: t.Union([t.String({ format: 'date-time' }), t.Null()]),
@@ -25,7 +27,7 @@ const IssuedToken = t.Object(
   {
     id: t.String(),
     token: t.String({ description: 'Shown once; the server keeps only its SHA-256' }),
-    environment: t.Union(SBT_ENVIRONMENTS.map((environment) => t.Literal(environment))),
+    environment: Environment,
     label: t.String(),
     createdAt: t.String({ format: 'date-time' }),
   },
@@ -72,7 +74,7 @@ export function sbtOpsRoutes(deps: SbtOpsDeps) {
         return deps.tokens.issue(body.environment, body.label ?? '')
       },
       {
-        body: t.Object({ environment: t.Union(SBT_ENVIRONMENTS.map((environment) => t.Literal(environment))), label: t.Optional(t.String({ maxLength: 200 })) }, { additionalProperties: false }),
+        body: t.Object({ environment: Environment, label: t.Optional(t.String({ maxLength: 200 })) }, { additionalProperties: false }),
         response: { 201: IssuedToken },
         detail: doc('Issue an SBT data API token', 'The token works only on the deployment of its environment (staging is the sandbox service, production the production one). Shown once.'),
       },
