@@ -1,3 +1,4 @@
+/** The SBT listener's response schemas (TypeBox, i.e. JSON Schema) and the OpenAPI 3.1 document built from them. */
 import { Type as t, type TSchema } from '@sinclair/typebox'
 import { SBT_ERRORS } from './envelope.ts'
 import { PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX, PAGE_SIZE_MIN } from './reads.ts'
