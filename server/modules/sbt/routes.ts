@@ -37,7 +37,7 @@ function proofOf(body: Body): Partial<WalletProof> {
   return { address: body?.address as string | undefined, nonce: body?.nonce as string | undefined, signature: body?.signature as string | undefined }
 }
 
-function statusOf(error: unknown, code: string | number): { status: number; envelope: ReturnType<typeof failure> } {
+function statusOf(error: unknown, code: string | number, log: (line: string) => void): { status: number; envelope: ReturnType<typeof failure> } {
   if (error instanceof SbtError) return { status: error.status, envelope: failure(error) }
   if (code === 'NOT_FOUND') {
     const notFound = new SbtError('route_not_found', 'No such endpoint')
@@ -47,7 +47,10 @@ function statusOf(error: unknown, code: string | number): { status: number; enve
     const invalid = new SbtError('invalid_parameter', 'body must be a JSON object')
     return { status: invalid.status, envelope: failure(invalid) }
   }
-  const internal = new SbtError('internal', `An internal error occurred; request ${newId('req')}`)
+  // The request id is in the answer and in the log line with the stack, so support can find one from the other.
+  const requestId = newId('req')
+  log(`sbt: unexpected error in request ${requestId}: ${(error as Error)?.stack ?? String(error)}`)
+  const internal = new SbtError('internal', `An internal error occurred; quote request ${requestId}`)
   return { status: SBT_ERRORS.internal.status, envelope: failure(internal) }
 }
 
@@ -65,8 +68,7 @@ export function sbtListenerApp(services: SbtRouteServices) {
   }
   let app = new Elysia({ name: 'kassa/sbt' })
     .onError(({ error, code, set }) => {
-      const { status, envelope } = statusOf(error, code)
-      if (status >= 500 && !(error instanceof SbtError)) services.log(`sbt: unexpected error: ${(error as Error)?.stack ?? String(error)}`)
+      const { status, envelope } = statusOf(error, code, services.log)
       set.status = status
       set.headers['content-type'] = 'application/json'
       return envelope
