@@ -34,14 +34,14 @@ beforeAll(async () => {
       const signatureValid = match !== null && createHmac('sha256', SECRET).update(`${match[1]}.${raw}`).digest('hex') === match[2]
       const body = JSON.parse(raw)
       received.push({ path, body, signatureValid })
-      if (path === '/slow') await Bun.sleep(4000)
+      if (path === '/slow') await Bun.sleep(6000)
       if (path === '/broken') return new Response('oops', { status: 500 })
       if (path === '/not-json') return new Response('yes', { status: 200 })
       return Response.json({ verified: signatureValid && doneAtIssuer.has(body.suiAddress) })
     },
   })
   const issuerUrl = `https://localhost:${issuer.port}`
-  s = await startSbtApp({ webhookCaFile: certificate.certFile, allowLoopbackWebhooks: true, sbtVerifyTimeoutMs: 1500 })
+  s = await startSbtApp({ webhookCaFile: certificate.certFile, allowLoopbackWebhooks: true, sbtVerifyTimeoutMs: 3000 })
   rich = newWallet()
   poor = newWallet()
   const imported = await s.importDocument({
