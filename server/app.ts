@@ -24,6 +24,7 @@ import { sandboxRoutes } from './modules/sandbox/routes.ts'
 import { createStatementsModule, type StatementsModule } from './modules/statements/index.ts'
 import { transfersRoutes } from './modules/transfers/routes.ts'
 import { withdrawalsOpsRoutes, withdrawalsRoutes } from './modules/withdrawals/routes.ts'
+import { createSbtModule } from './modules/sbt/index.ts'
 import { startWithdrawals } from './modules/withdrawals/service.ts'
 import { accessPlugin, recordIdempotentFailure } from './platform/access.ts'
 import { arrivalPlugin } from './platform/arrival.ts'
@@ -48,6 +49,9 @@ export function buildApp(runtime: Runtime) {
   // the load shedder first: Bun's router sends them there (`serve.routes`, which a listening app
   // gives Bun beside Elysia's own), and what the front does not answer (a caller without a secret
   // key) goes on to the app.
+  // The SBT data API: its operator routes join /ops/v1 here; its own listener is started by main.ts.
+  const sbt = createSbtModule({ db: runtime.db, config: runtime.config, nowMs: () => runtime.clock.wallNowMs() })
+  runtime.stoppers.push(() => sbt.stop())
   const front = authorizationFront(runtime, idempotency, (request) => app.fetch(request))
   let app = new Elysia({ name: 'kassa', normalize: false, serve: { routes: front.routes } })
     .use(arrivalPlugin())
@@ -79,6 +83,7 @@ export function buildApp(runtime: Runtime) {
     .use(statements.routes)
     .use(statements.opsRoutes)
     .use(statements.publicRoutes)
+    .use(sbt.routes)
   if (runtime.config.serviceEnv === 'sandbox') {
     app = app.use(sandboxRoutes(runtime, access)).use(sandboxFundingRoutes(runtime, access)).use(sandboxChainRoutes(runtime, access)) as unknown as typeof app
   }
@@ -88,13 +93,15 @@ export function buildApp(runtime: Runtime) {
   startWithdrawals(runtime)
   startChain(runtime)
   startDeposits(runtime)
-  return { app, handle: front.handle, statements }
+  return { app, handle: front.handle, statements, sbt }
 }
 
 export type App = ReturnType<typeof buildApp>['app']
 
 export interface Kassa {
   app: App
+  /** The SBT data API: `sbt.start()` opens its listener, `sbt.app.handle` answers in process. */
+  sbt: ReturnType<typeof buildApp>['sbt']
   runtime: Runtime
   /** Sealed daily statements (its sealer's `runOnce()` is what tests drive). */
   statements: StatementsModule
@@ -111,12 +118,13 @@ export async function createApp(config: Config, options: RuntimeOptions = {}): P
   const runtime = await createRuntime(config, options)
   // Payments own some holds; they must be known before the hold sweeper starts.
   await startPayments(runtime)
-  const { app, handle, statements } = buildApp(runtime)
+  const { app, handle, statements, sbt } = buildApp(runtime)
   await statements.start()
   // Delivery runs beside the request path and never inside it: requests only write events.
   await startWebhookDelivery(runtime)
   return {
     app,
+    sbt,
     runtime,
     statements,
     handle: async (request) => handle(request),

@@ -28,6 +28,10 @@ export const USAGE = `Usage: bun run cli <command>
   onboarding check <orgId> <item...>          mark checklist items done: ${ONBOARDING_ITEMS.join(', ')}
   onboarding sign-off <orgId> <by>            sign off onboarding (every item must be done)
   limits set <orgId> <perMinute|default>      raise the per-key limit, or restore the default
+  sbt tokens issue <staging|production> [label]  an SBT data API token (shown once)
+  sbt tokens list | sbt tokens revoke <tokenId>
+  sbt import <file.json|file.ndjson>          load campaigns, credentials, rewards, users, results, clicks, claims
+  sbt farmable <campaignId>                   the campaign's credentials that enforce nothing
   help                                        this text
 
 Environment: KASSA_URL (default ${DEFAULT_URL}), OPERATOR_TOKEN (default: read from
@@ -152,6 +156,31 @@ export function planCall(argv: string[]): ApiCall {
       const rateLimitPerMinute = args[1] === 'default' ? null : wholeNumber(args[1], 'perMinute', 1)
       return { method: 'PATCH', path: `/ops/v1/orgs/${segment(args[0]!)}/limits`, body: { rateLimitPerMinute } }
     }
+    case 'sbt tokens': {
+      const [verb, ...rest] = args
+      if (verb === 'list' && rest.length === 0) return { method: 'GET', path: '/ops/v1/sbt/tokens' }
+      if (verb === 'revoke' && rest.length === 1) return { method: 'POST', path: `/ops/v1/sbt/tokens/${segment(rest[0]!)}/revoke` }
+      if (verb === 'issue' && rest.length >= 1) {
+        const environment = oneOf(rest[0]!, ['staging', 'production'] as const, 'environment')
+        return { method: 'POST', path: '/ops/v1/sbt/tokens', body: { environment, label: rest.slice(1).join(' ') } }
+      }
+      throw new UsageError('expected: sbt tokens issue <staging|production> [label] | sbt tokens list | sbt tokens revoke <tokenId>')
+    }
+    case 'sbt import': {
+      expectArguments(args, 1, 'sbt import <file.json|file.ndjson>')
+      const file = args[0]!
+      if (!existsSync(file)) throw new UsageError(`no such file: ${file}`)
+      const text = readFileSync(file, 'utf8')
+      if (file.endsWith('.ndjson') || file.endsWith('.jsonl')) return { method: 'POST', path: '/ops/v1/sbt/import', body: { ndjson: text } }
+      try {
+        return { method: 'POST', path: '/ops/v1/sbt/import', body: JSON.parse(text) }
+      } catch {
+        throw new UsageError(`${file} is not JSON (name an NDJSON file .ndjson)`)
+      }
+    }
+    case 'sbt farmable':
+      expectArguments(args, 1, 'sbt farmable <campaignId>')
+      return { method: 'GET', path: `/ops/v1/sbt/campaigns/${segment(args[0]!)}/farmable` }
     default:
       throw new UsageError(command === '' ? 'no command given' : `unknown command "${command}"`)
   }

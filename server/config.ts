@@ -100,6 +100,12 @@ export interface Config {
   statementSettleSeconds: number
   /** How often the statement sealer looks for dates to seal (`STATEMENT_SEAL_INTERVAL_SECONDS`, default 60; 0: never by itself). */
   statementSealIntervalSeconds: number
+  /** The SBT data API's own listener (`SBT_PORT`; by default PORT + 1, 3001, or any free port when PORT is 0). */
+  sbtPort: number
+  /** The base of the SBT referral links (`SBT_REFERRAL_BASE_URL`): the frontend's address. */
+  sbtReferralBaseUrl: string
+  /** How long an issuer's Verify API (labelType 40) may take to answer (`SBT_VERIFY_TIMEOUT_MS`, default 5,000). */
+  sbtVerifyTimeoutMs: number
 }
 
 /**
@@ -187,6 +193,21 @@ function readDepositKeySeed(env: Environment): string {
   return raw.toLowerCase()
 }
 
+function readHttpUrl(env: Environment, name: string, fallback: string): string {
+  const raw = env[name]
+  if (raw === undefined || raw === '') return fallback
+  let url: URL
+  try {
+    url = new URL(raw)
+  } catch {
+    throw new ConfigError(`${name} must be an http:// or https:// URL, got "${raw}"`)
+  }
+  if ((url.protocol !== 'http:' && url.protocol !== 'https:') || url.search !== '' || url.hash !== '') {
+    throw new ConfigError(`${name} must be an http:// or https:// URL without query or fragment, got "${raw}"`)
+  }
+  return raw.replace(/\/+$/, '')
+}
+
 function readCaFile(env: Environment): string | undefined {
   const raw = env.WEBHOOK_CA_FILE
   if (raw === undefined || raw === '') return undefined
@@ -231,8 +252,9 @@ export function loadConfig(env: Environment = process.env): Config {
   if (operatorToken !== undefined && !/^[\x21-\x7e]+$/.test(operatorToken)) {
     throw new ConfigError('OPERATOR_TOKEN must be printable ASCII without spaces (it is sent as a Bearer token)')
   }
+  const port = readInteger(env, 'PORT', 3000, 0, 65535)
   const config: Config = {
-    port: readInteger(env, 'PORT', 3000, 0, 65535),
+    port,
     host: env.HOST && env.HOST !== '' ? env.HOST : '0.0.0.0',
     databaseUrl,
     dataDir: resolve(env.DATA_DIR && env.DATA_DIR !== '' ? env.DATA_DIR : '.data'),
@@ -259,10 +281,15 @@ export function loadConfig(env: Environment = process.env): Config {
     testExitAfterCommit: readInteger(env, 'KASSA_TEST_EXIT_AFTER_COMMIT', 0, 0, 1_000_000),
     statementSettleSeconds: readInteger(env, 'STATEMENT_SETTLE_SECONDS', 60, 0, 3600),
     statementSealIntervalSeconds: readInteger(env, 'STATEMENT_SEAL_INTERVAL_SECONDS', 60, 0, 86_400),
+    // Beside the main port by default; a server on any free port (PORT=0) takes any free one here too.
+    sbtPort: readInteger(env, 'SBT_PORT', port === 0 ? 0 : port === 65535 ? 65534 : port + 1, 0, 65535),
+    sbtReferralBaseUrl: readHttpUrl(env, 'SBT_REFERRAL_BASE_URL', 'http://localhost:3001'),
+    sbtVerifyTimeoutMs: readInteger(env, 'SBT_VERIFY_TIMEOUT_MS', 5000, 100, 60_000),
   }
   if (config.testExitAfterCommit > 0 && serviceEnv !== 'sandbox') {
     throw new ConfigError('KASSA_TEST_EXIT_AFTER_COMMIT is a test switch: it is honoured only with SERVICE_ENV=sandbox')
   }
+  if (config.sbtPort !== 0 && config.sbtPort === config.port) throw new ConfigError(`SBT_PORT must differ from PORT (both ${config.port})`)
   if (config.warmUpAuthorizations > 0 && databaseUrl === undefined) {
     throw new ConfigError('WARM_UP_AUTHORIZATIONS needs DATABASE_URL (the warm-up runs on a throwaway Postgres database; the embedded database has none)')
   }
@@ -327,6 +354,9 @@ export function configForTests(overrides: Partial<Config> = {}): Config {
     statementSettleSeconds: 60,
     // Tests drive the sealer with runOnce().
     statementSealIntervalSeconds: 0,
+    sbtPort: 0,
+    sbtReferralBaseUrl: 'https://app.example.test',
+    sbtVerifyTimeoutMs: 2000,
     ...overrides,
   }
 }

@@ -89,12 +89,21 @@ async function main(): Promise<void> {
     await servingLock?.release()
     process.exit(1)
   }
+  try {
+    kassa.sbt.start(config.sbtPort)
+  } catch (error) {
+    console.error(`kassa: could not listen on ${config.host}:${config.sbtPort} for the SBT data API: ${(error as Error).message} Set SBT_PORT to another port.`)
+    await kassa.close()
+    process.exit(1)
+  }
   const server = kassa.app.server!
   await servingLock?.announce(`${server.hostname}:${server.port}`)
   console.log(
     `kassa ${config.serviceEnv} listening on http://${server.hostname}:${server.port} ` +
       `(database: ${config.databaseUrl ? 'postgres' : `embedded at ${config.dataDir}`})`,
   )
+  // After the line above, which tools read for the main listener's address.
+  console.log(`kassa: SBT data API on http://${kassa.sbt.app.server!.hostname}:${kassa.sbt.app.server!.port} (OpenAPI at /openapi.json)`)
   // Started once the server listens: a start refused above leaves no worker behind.
   const delivery = config.webhookDelivery && config.webhookDeliveryProcess ? startDeliveryProcess(config.webhookDeliveryNice) : undefined
   console.log(

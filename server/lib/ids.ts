@@ -23,6 +23,7 @@ export type IdKind =
   | 'pst'
   | 'mv'
   | 'stmt'
+  | 'sbtk'
 
 export function newId<K extends IdKind>(kind: K): `${K}_${string}` {
   // The UUID's 16 bytes spelled in hex in one native step: a flat string, where taking the dashes

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { hostname } from 'node:os'
-import { checkWebhookUrl, systemResolve, UrlRefused, type UrlPolicy } from '../../server/modules/webhooks/url-policy.ts'
+import { checkWebhookUrl, systemResolve, UrlRefused, type UrlPolicy } from '../../server/lib/url-policy.ts'
 import { sendWebhook } from '../../server/modules/webhooks/sender.ts'
 import { makeCertificate, startReceiver, type Certificate, type Receiver } from './receivers.ts'
 

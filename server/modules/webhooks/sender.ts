@@ -1,6 +1,6 @@
 import https from 'node:https'
 import { isIP } from 'node:net'
-import { checkWebhookUrl, UrlRefused, type UrlPolicy } from './url-policy.ts'
+import { checkWebhookUrl, UrlRefused, type UrlPolicy } from '../../lib/url-policy.ts'
 
 export type AttemptResult =
   | { kind: 'answered'; statusCode: number }

@@ -5,7 +5,7 @@ import { newId } from '../../lib/ids.ts'
 import type { Runtime } from '../../runtime.ts'
 import { SECRET_ROTATION_OVERLAP_SECONDS, WEBHOOK_ENDPOINTS_MAX, type CreateWebhookInput, type UpdateWebhookInput, type WebhookView } from './model.ts'
 import * as repo from './repo.ts'
-import { checkWebhookUrl, UrlRefused, type UrlPolicy } from './url-policy.ts'
+import { checkWebhookUrl, UrlRefused, type UrlPolicy } from '../../lib/url-policy.ts'
 
 /** Instances tell each other that an endpoint was deleted, so each aborts its attempts in flight. */
 export const WEBHOOK_CHANNEL = 'kassa_webhooks'

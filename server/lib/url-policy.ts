@@ -2,7 +2,7 @@ import { lookup } from 'node:dns/promises'
 import ipaddr from 'ipaddr.js'
 
 /**
- * Which webhook URLs the service will call. A receiver URL is partner input that makes our servers
+ * Which partner URLs the service will call (webhook receivers, issuers' verify APIs). A receiver URL is partner input that makes our servers
  * open connections, so anything that could reach our own network (SSRF) is refused: only HTTPS, only
  * public unicast addresses, and names are judged by every address they resolve to. The same check
  * runs at registration and again at each delivery, on the address actually connected to.
