@@ -22,6 +22,7 @@ export type IdKind =
   | 'req'
   | 'pst'
   | 'mv'
+  | 'opa'
 
 export function newId<K extends IdKind>(kind: K): `${K}_${string}` {
   // The UUID's 16 bytes spelled in hex in one native step: a flat string, where taking the dashes
