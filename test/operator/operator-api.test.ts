@@ -166,7 +166,7 @@ describe('the event stream', () => {
     tail.stream.stop()
     const unknown = await fetch(`${op.baseUrl}/ops/v1/events/stream`, { headers: { authorization: `Bearer ${op.token}`, 'last-event-id': 'evt_nope' } })
     expect(unknown.status).toBe(400)
-    expect((await unknown.json()).error.field).toBe('Last-Event-ID')
+    expect(((await unknown.json()) as any).error.field).toBe('Last-Event-ID')
     const badFilter = await fetch(`${op.baseUrl}/ops/v1/events/stream?types=Treasury*`, { headers: { authorization: `Bearer ${op.token}` } })
     expect(badFilter.status).toBe(400)
     const noToken = await fetch(`${op.baseUrl}/ops/v1/events/stream`)
