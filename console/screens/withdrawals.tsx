@@ -139,6 +139,7 @@ function WithdrawalsScreen({ height, setCapturing }: ScreenProps) {
     if (flow.step === 'name')
       action = (
         <Prompt
+          key="name"
           label="Operator name:"
           defaultValue={flow.operator}
           onCancel={() => setFlow(null)}
@@ -150,7 +151,7 @@ function WithdrawalsScreen({ height, setCapturing }: ScreenProps) {
         />
       )
     else if (flow.step === 'reason')
-      action = <Prompt label="Reason:" onCancel={() => setFlow(null)} onSubmit={(reason) => reason !== '' && setFlow({ ...flow, reason, step: 'confirm' })} />
+      action = <Prompt key="reason" label="Reason:" onCancel={() => setFlow(null)} onSubmit={(reason) => reason !== '' && setFlow({ ...flow, reason, step: 'confirm' })} />
     else if (flow.step === 'confirm')
       action = (
         <Confirm

@@ -11,7 +11,7 @@ import { startOperatorFixture, type OperatorFixture } from './support.ts'
 let op: OperatorFixture
 beforeAll(async () => {
   op = await startOperatorFixture()
-})
+}, 60_000)
 afterAll(async () => {
   await op.close()
 })
