@@ -28,9 +28,10 @@ interface Batch {
   events: KassaEvent[]
 }
 
-function summary(data: Record<string, unknown>): string {
+function summary(type: string, data: Record<string, unknown>): string {
+  if (type === 'operator.action') return `${data.operator} ${data.action} ${shortId(String(data.targetId), 16)} ${data.outcome}`
   const parts: string[] = []
-  for (const name of ['id', 'state', 'amount', 'asset', 'operator', 'action', 'outcome']) {
+  for (const name of ['id', 'state', 'amount', 'asset']) {
     const value = data[name]
     if (typeof value === 'string' || typeof value === 'number') parts.push(name === 'id' ? String(value) : `${name}=${value}`)
   }
@@ -39,7 +40,7 @@ function summary(data: Record<string, unknown>): string {
 
 export function eventLine(event: KassaEvent): string {
   const time = event.created.slice(11, 19)
-  return `${time} ${shortId(event.orgId ?? 'platform', 12).padEnd(12)} ${event.type} ${summary(event.data)}`
+  return `${time} ${shortId(event.orgId ?? 'platform', 12).padEnd(12)} ${event.type} ${summary(event.type, event.data)}`
 }
 
 function EventsScreen({ width, setCapturing, memory }: ScreenProps) {

@@ -26,6 +26,27 @@ export function renderConsole(baseUrl: string, token: string, props: Partial<App
         { timeoutMs },
       )
     },
+    /**
+     * Waits until `text` was written at some point: <Static> lines are written once, and the test
+     * renderer's last frame holds only the latest batch of them.
+     */
+    async printed(text: string, timeoutMs = 10_000): Promise<void> {
+      await eventually(
+        () => {
+          if (!rendered.frames.some((written) => written.includes(text))) throw new Error(`the console never printed ${text}; last frame:\n${frame()}`)
+        },
+        { timeoutMs },
+      )
+    },
+    everPrinted(text: string): boolean {
+      return rendered.frames.some((written) => written.includes(text))
+    },
+    /** The tail's count of events received, from its status line. */
+    received(): number {
+      const match = / (\d+) received/.exec(frame())
+      if (!match) throw new Error(`no received count in the frame:\n${frame()}`)
+      return Number(match[1])
+    },
     async hides(text: string, timeoutMs = 10_000): Promise<void> {
       await eventually(
         () => {

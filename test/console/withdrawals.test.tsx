@@ -12,7 +12,7 @@ beforeAll(async () => {
 afterEach(() => cleanup())
 afterAll(async () => {
   await op.close()
-})
+}, 30_000)
 
 const short = (id: string) => id.slice(-6)
 
