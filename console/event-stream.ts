@@ -14,7 +14,14 @@ export interface StreamOptions {
   backlog: number
   onEvents(events: KassaEvent[]): void
   onState(state: StreamState, detail?: string): void
+  /**
+   * True while the receiver has more than it can take: reading stops until it is false again, so
+   * the server holds the cursor instead of this process holding the events.
+   */
+  isFull?(): boolean
 }
+
+const FULL_WAIT_MS = 20
 
 const RECONNECT_DELAY_MIN_MS = 250
 const RECONNECT_DELAY_MAX_MS = 5000
@@ -78,6 +85,7 @@ export function followEvents(options: StreamOptions): { stop(): string | undefin
         lastEventId = message.id ?? event.id
       }
       if (events.length > 0 && !stopped) options.onEvents(events)
+      while (!stopped && options.isFull?.()) await Bun.sleep(FULL_WAIT_MS)
     }
     return 'retry'
   }

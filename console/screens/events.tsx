@@ -8,6 +8,13 @@ import type { ScreenDefinition, ScreenProps } from './types.ts'
 
 /** Events shown from before the start of a tail (and after a filter change). */
 const BACKLOG = 10
+/**
+ * Arrivals are handed to the view at most this often: at a thousand events a second a render per
+ * network chunk would spend the console's time laying out frames instead of writing lines.
+ */
+const FLUSH_MS = 100
+/** Events waiting for the view beyond this stop the reading of the stream until the view catches up. */
+const ARRIVED_MAX = 2000
 
 /** What the tail keeps while the operator is on another tab: where it stopped and its filters. */
 interface TailMemory {
@@ -19,13 +26,14 @@ interface TailMemory {
 }
 
 /**
- * The events handed to <Static> in one go. <Static> writes its items once and keeps only the index
- * it reached, so each batch is a new <Static> (a new key): the events it wrote are dropped, and
- * memory holds at most the events that arrived since the last frame.
+ * The lines handed to <Static> in one go. <Static> writes its items once and keeps only the index
+ * it reached, so each batch is a new <Static> (a new key): the lines it wrote are dropped, and
+ * memory holds at most what arrived since the last frame. A batch is one item of many lines, one
+ * text node to lay out rather than one per event.
  */
 interface Batch {
   generation: number
-  events: KassaEvent[]
+  lines: string[]
 }
 
 function summary(type: string, data: Record<string, unknown>): string {
@@ -53,8 +61,28 @@ function EventsScreen({ width, setCapturing, memory }: ScreenProps) {
   const [state, setState] = useState<{ state: StreamState; detail?: string }>({ state: 'connecting' })
   const [received, setReceived] = useState(saved.received ?? 0)
   const [editing, setEditing] = useState<'types' | 'orgId' | null>(null)
-  const [batch, setBatch] = useState<Batch>({ generation: 0, events: [] })
+  const [batch, setBatch] = useState<Batch>({ generation: 0, lines: [] })
   const written = useRef(-1)
+  const arrived = useRef<KassaEvent[]>([])
+
+  useEffect(() => {
+    const timer = setInterval(() => {
+      if (arrived.current.length === 0) return
+      const events = arrived.current
+      arrived.current = []
+      setReceived((count) => {
+        saved.received = count + events.length
+        return count + events.length
+      })
+      const text = events.map((event) => eventLine(event).slice(0, width)).join('\n')
+      setBatch((previous) => ({
+        generation: previous.generation + 1,
+        // A batch not yet written (two flushes between frames) is carried into the next one.
+        lines: previous.generation === written.current ? [text] : [...previous.lines, text],
+      }))
+    }, FLUSH_MS)
+    return () => clearInterval(timer)
+  }, [saved, width])
 
   useLayoutEffect(() => {
     written.current = batch.generation
@@ -75,16 +103,9 @@ function EventsScreen({ width, setCapturing, memory }: ScreenProps) {
       lastEventId: saved.cursor,
       backlog: BACKLOG,
       onEvents(events) {
-        setReceived((count) => {
-          saved.received = count + events.length
-          return count + events.length
-        })
-        setBatch((previous) => ({
-          generation: previous.generation + 1,
-          // A batch not yet written (two arrivals between frames) is carried into the next one.
-          events: previous.generation === written.current ? events : [...previous.events, ...events],
-        }))
+        arrived.current.push(...events)
       },
+      isFull: () => arrived.current.length > ARRIVED_MAX,
       onState(next, detail) {
         setState({ state: next, detail })
         if (next === 'live') report({ ok: true })
@@ -131,12 +152,8 @@ function EventsScreen({ width, setCapturing, memory }: ScreenProps) {
   const stateColor = state.state === 'live' ? 'green' : state.state === 'paused' ? 'yellow' : 'red'
   return (
     <Box flexDirection="column">
-      <Static key={batch.generation} items={batch.events}>
-        {(event) => (
-          <Text key={event.id} wrap="truncate">
-            {eventLine(event).slice(0, width)}
-          </Text>
-        )}
+      <Static key={batch.generation} items={batch.lines}>
+        {(text, index) => <Text key={index}>{text}</Text>}
       </Static>
       <Text wrap="truncate">
         <Text bold>Tail</Text> types <Text color={tint('cyan')}>{types === '' ? 'all' : types}</Text> · org{' '}

@@ -12,6 +12,8 @@ const BUN = join(REPO_ROOT, 'node_modules/.bin/bun')
  */
 export interface ConsoleInTerminal {
   child: Subprocess
+  /** The headless terminal the output is drawn on. */
+  xterm: InstanceType<typeof xterm.Terminal>
   /** The screen's lines as text. */
   screen(): string
   /** Every byte the console wrote, escape sequences included. */
@@ -47,6 +49,7 @@ export function runConsole(env: Record<string, string>, { columns = 80, rows = 2
   }
   return {
     child,
+    xterm: screen,
     screen: text,
     raw: () => raw,
     press(keys) {
