@@ -17,8 +17,8 @@ export interface AppProps {
   screens?: readonly ScreenDefinition[]
 }
 
+// Switching screens (their number, tab) is on the tabs line and in the help.
 const FRAME_KEYS = [
-  ['tab', 'next'],
   ['?', 'help'],
   ['q', 'quit'],
 ] as const
@@ -47,7 +47,12 @@ export function App({ api, environment, color, operatorName: initialOperator = '
   const { columns, rows } = useWindowSize()
   const [active, setActive] = useState(0)
   const [help, setHelp] = useState(false)
-  const [capturing, setCapturing] = useState(false)
+  // A ref, set by the screen while it renders: the frame's key handler stays subscribed and reads
+  // it, so no key is lost in the moment between a screen's change and React's effects.
+  const capturing = useRef(false)
+  const setCapturing = useCallback((value: boolean) => {
+    capturing.current = value
+  }, [])
   const [connection, setConnection] = useState<Connection>('connected')
   const [lastError, setLastError] = useState<string | null>(null)
   const [operatorName, setOperatorName] = useState(initialOperator)
@@ -71,18 +76,16 @@ export function App({ api, environment, color, operatorName: initialOperator = '
     return () => clearInterval(timer)
   }, [api, healthMs, report])
 
-  useInput(
-    (input, key) => {
-      if (input === 'q') exit()
-      else if (input === '?') setHelp((shown) => !shown)
-      else if (key.tab) setActive((index) => (index + (key.shift ? screens.length - 1 : 1)) % screens.length)
-      else if (/^[1-9]$/.test(input) && Number(input) <= screens.length) {
-        setActive(Number(input) - 1)
-        setHelp(false)
-      }
-    },
-    { isActive: !capturing },
-  )
+  useInput((input, key) => {
+    if (capturing.current) return
+    if (input === 'q') exit()
+    else if (input === '?') setHelp((shown) => !shown)
+    else if (key.tab) setActive((index) => (index + (key.shift ? screens.length - 1 : 1)) % screens.length)
+    else if (/^[1-9]$/.test(input) && Number(input) <= screens.length) {
+      setActive(Number(input) - 1)
+      setHelp(false)
+    }
+  })
 
   const context = useMemo<ConsoleContextValue>(() => ({ api, color, operatorName, setOperatorName, refreshMs, report }), [api, color, operatorName, refreshMs, report])
   const screen = screens[active]!
@@ -115,7 +118,7 @@ export function App({ api, environment, color, operatorName: initialOperator = '
           {help ? <Help screens={screens} /> : null}
         </Box>
         <Box display={help ? 'none' : 'flex'} flexDirection="column">
-          <screen.Component key={screen.id} height={bodyHeight} width={columns} setCapturing={setCapturing} memory={memory} />
+          <screen.Component key={screen.id} active={!help} height={bodyHeight} width={columns} setCapturing={setCapturing} memory={memory} />
         </Box>
         <KeyHints keys={[...screen.keys, ...FRAME_KEYS]} />
         <Text wrap="truncate">

@@ -39,13 +39,9 @@ export function Prompt({ label, defaultValue = '', onSubmit, onCancel }: { label
   )
 }
 
-/** A yes/no question: y confirms, n or esc cancels. */
-export function Confirm({ question, onYes, onNo }: { question: string; onYes(): void; onNo(): void }) {
+/** A yes/no question; the screen that asks takes the answer (y confirms, n or esc cancels). */
+export function Confirm({ question }: { question: string }) {
   const tint = useTint()
-  useInput((input, key) => {
-    if (input === 'y' || input === 'Y') onYes()
-    else if (input === 'n' || input === 'N' || key.escape) onNo()
-  })
   return (
     <Box flexDirection="column">
       <Text bold color={tint('yellow')} wrap="wrap">

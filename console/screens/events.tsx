@@ -51,7 +51,7 @@ export function eventLine(event: KassaEvent): string {
   return `${time} ${shortId(event.orgId ?? 'platform', 12).padEnd(12)} ${event.type} ${summary(event.type, event.data)}`
 }
 
-function EventsScreen({ width, setCapturing, memory }: ScreenProps) {
+function EventsScreen({ width, active, setCapturing, memory }: ScreenProps) {
   const { api, report } = useConsole()
   const tint = useTint()
   const saved = memory as TailMemory
@@ -88,7 +88,7 @@ function EventsScreen({ width, setCapturing, memory }: ScreenProps) {
     written.current = batch.generation
   }, [batch.generation])
 
-  useEffect(() => setCapturing(editing !== null), [editing, setCapturing])
+  setCapturing(editing !== null)
 
   useEffect(() => {
     if (paused) {
@@ -119,8 +119,10 @@ function EventsScreen({ width, setCapturing, memory }: ScreenProps) {
   }, [paused, types, orgId, api, report, saved])
 
   const changeFilter = (which: 'types' | 'orgId', value: string) => {
-    // A new filter is a new tail: it starts at the end of the log, with a short backlog.
+    // A new filter is a new tail: it starts at the end of the log, with a short backlog, and what
+    // the old one received but did not show yet is dropped.
     saved.cursor = undefined
+    arrived.current = []
     if (which === 'types') {
       saved.types = value
       setTypes(value)
@@ -131,23 +133,23 @@ function EventsScreen({ width, setCapturing, memory }: ScreenProps) {
     setEditing(null)
   }
 
-  useInput(
-    (input) => {
-      if (input === 'p') {
-        saved.paused = !paused
-        setPaused(!paused)
-      } else if (input === 't') setEditing('types')
-      else if (input === 'o') setEditing('orgId')
-      else if (input === 'c') {
-        saved.cursor = undefined
-        saved.types = ''
-        saved.orgId = ''
-        setTypes('')
-        setOrgId('')
-      }
-    },
-    { isActive: editing === null },
-  )
+  // Always subscribed; it reads the state it needs (see the Withdrawals screen).
+  useInput((input) => {
+    if (!active || editing !== null) return
+    if (input === 'p') {
+      saved.paused = !paused
+      setPaused(!paused)
+    } else if (input === 't') setEditing('types')
+    else if (input === 'o') setEditing('orgId')
+    else if (input === 'c') {
+      saved.cursor = undefined
+      arrived.current = []
+      saved.types = ''
+      saved.orgId = ''
+      setTypes('')
+      setOrgId('')
+    }
+  })
 
   const stateColor = state.state === 'live' ? 'green' : state.state === 'paused' ? 'yellow' : 'red'
   return (

@@ -5,7 +5,12 @@ export interface ScreenProps {
   /** Lines the screen may use below the tabs and above the keys and status lines. */
   height: number
   width: number
-  /** True while the screen takes typed text (a prompt): the frame's own keys (q, ?, tabs) are off. */
+  /** False while the help covers the screen: its keys are off. */
+  active: boolean
+  /**
+   * Called by the screen as it renders: true while it takes typed text or a y/n answer, when the
+   * frame's own keys (q, ?, tabs) are off.
+   */
   setCapturing(capturing: boolean): void
   /** State kept while the operator is on another tab (the screen is unmounted there). */
   memory: Record<string, unknown>

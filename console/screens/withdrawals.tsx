@@ -50,7 +50,7 @@ function describe(item: QueueItem): string {
   return `${item.amount.replace(/\.?0+$/, '')} ${item.asset} on ${item.network} to ${shortId(item.destination, 20)} for ${item.orgName} (${item.id})`
 }
 
-function WithdrawalsScreen({ height, setCapturing }: ScreenProps) {
+function WithdrawalsScreen({ height, active, setCapturing }: ScreenProps) {
   const { api, report, refreshMs, operatorName, setOperatorName } = useConsole()
   const tint = useTint()
   const [items, setItems] = useState<QueueItem[] | null>(null)
@@ -77,7 +77,7 @@ function WithdrawalsScreen({ height, setCapturing }: ScreenProps) {
     }
   }, [refresh, refreshMs])
 
-  useEffect(() => setCapturing(flow !== null && flow.step !== 'sending'), [flow, setCapturing])
+  setCapturing(flow !== null && flow.step !== 'sending')
 
   const list = items ?? []
   const selectedIndex = Math.max(0, list.findIndex((item) => item.id === selectedId))
@@ -115,23 +115,29 @@ function WithdrawalsScreen({ height, setCapturing }: ScreenProps) {
     await refresh()
   }
 
-  useInput(
-    (input, key) => {
-      if (detail !== null) {
-        if (key.escape || key.backspace || key.leftArrow) setDetail(null)
-        else if (input === 'a') start('approve', fromDetail(detail))
-        else if (input === 'r') start('reject', fromDetail(detail))
-        return
-      }
-      if (key.downArrow || input === 'j') setSelectedId(list[Math.min(list.length - 1, selectedIndex + 1)]?.id ?? null)
-      else if (key.upArrow || input === 'k') setSelectedId(list[Math.max(0, selectedIndex - 1)]?.id ?? null)
-      else if (key.return && selected) void openDetail(selected)
-      else if (input === 'a') start('approve', selected)
-      else if (input === 'r') start('reject', selected)
-      else if (input === 'g') void refresh()
-    },
-    { isActive: flow === null },
-  )
+  // Always subscribed (a handler switched on and off by state can miss the key pressed right after
+  // a change); it reads the state it needs instead.
+  useInput((input, key) => {
+    if (!active) return
+    if (flow !== null) {
+      if (flow.step !== 'confirm') return
+      if (input === 'y' || input === 'Y') void send(flow)
+      else if (input === 'n' || input === 'N' || key.escape) setFlow(null)
+      return
+    }
+    if (detail !== null) {
+      if (key.escape || key.backspace || key.leftArrow) setDetail(null)
+      else if (input === 'a') start('approve', fromDetail(detail))
+      else if (input === 'r') start('reject', fromDetail(detail))
+      return
+    }
+    if (key.downArrow || input === 'j') setSelectedId(list[Math.min(list.length - 1, selectedIndex + 1)]?.id ?? null)
+    else if (key.upArrow || input === 'k') setSelectedId(list[Math.max(0, selectedIndex - 1)]?.id ?? null)
+    else if (key.return && selected) void openDetail(selected)
+    else if (input === 'a') start('approve', selected)
+    else if (input === 'r') start('reject', selected)
+    else if (input === 'g') void refresh()
+  })
 
   let action = null
   if (flow !== null) {
@@ -154,11 +160,7 @@ function WithdrawalsScreen({ height, setCapturing }: ScreenProps) {
       action = <Prompt key="reason" label="Reason:" onCancel={() => setFlow(null)} onSubmit={(reason) => reason !== '' && setFlow({ ...flow, reason, step: 'confirm' })} />
     else if (flow.step === 'confirm')
       action = (
-        <Confirm
-          question={`${verb} ${describe(flow.item)} as ${flow.operator}${flow.kind === 'reject' ? `, reason "${flow.reason}"` : ''}?`}
-          onYes={() => void send(flow)}
-          onNo={() => setFlow(null)}
-        />
+        <Confirm question={`${verb} ${describe(flow.item)} as ${flow.operator}${flow.kind === 'reject' ? `, reason "${flow.reason}"` : ''}?`} />
       )
     else action = <Text>{verb === 'Approve' ? 'Approving' : 'Rejecting'} {flow.item.id}…</Text>
   }

@@ -20,7 +20,7 @@ describe('the frame', () => {
     const view = renderConsole(op.baseUrl, op.token)
     const frame = await view.shows('No withdrawal is waiting')
     expect(frame).toContain('Kassa console  1 Withdrawals    2 Events')
-    expect(frame).toContain('↑↓ select  ⏎ detail  a approve  r reject  g refresh  esc back  tab next  ? help  q quit')
+    expect(frame).toContain('↑↓ select  ⏎ detail  a approve  r reject  g refresh  esc back  ? help  q quit')
     expect(frame).toContain(`${op.baseUrl} · sandbox · connected · last error: none`)
     expect(frame).not.toContain(op.token)
   }, 30_000)
