@@ -87,7 +87,7 @@ describe('operator actions', () => {
     expect(trail.body.actions.map((action: { action: string }) => action.action)).toEqual(['withdrawal.approve'])
   })
 
-  test('a refused approval changes nothing and is recorded as refused', async () => {
+  test('a refused approval changes nothing and is recorded as refused, without an event', async () => {
     const pending = await op.pendingWithdrawal()
     expect((await op.app.ops('POST', `/ops/v1/withdrawals/${pending.id}/reject`, { operator: 'Grace', reason: 'unknown beneficiary' })).status).toBe(200)
     const again = await op.app.ops('POST', `/ops/v1/withdrawals/${pending.id}/approve`, { operator: 'Ada' })
@@ -98,7 +98,7 @@ describe('operator actions', () => {
       ['withdrawal.reject', 'succeeded', null],
       ['withdrawal.approve', 'refused', 'conflict'],
     ])
-    expect(await actionEventsOn(pending.id)).toHaveLength(2)
+    expect((await actionEventsOn(pending.id)).map((event) => event.data.action)).toEqual(['withdrawal.reject'])
   })
 
   test('a rejection needs an operator and a reason; refused input records nothing', async () => {

@@ -12,7 +12,7 @@ import { eventStream, STREAM_POLL_MS } from './stream.ts'
 
 const opsDoc = (summary: string, description: string) => apiDoc(summary, 'Operators', { security: 'operator', description })
 const AUDIT_DOC =
-  'Recorded in the operator audit trail (GET /ops/v1/operator-actions) with the operator named and the fingerprint of the token used, and emitted as an operator.action event in the organization\'s log, in the same commit as the change; a refused action is recorded too, with its error code. ' +
+  'Recorded in the operator audit trail (GET /ops/v1/operator-actions) with the operator named and the fingerprint of the token used, and emitted as an operator.action event in the organization\'s log, in the same commit as the change; a refused action (which changes nothing) is recorded in the trail with its error code, without an event. ' +
   'Honours Idempotency-Key: the same key with the same body answers the first answer again (Idempotent-Replayed: true) and records nothing more.'
 
 /**

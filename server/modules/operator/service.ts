@@ -46,8 +46,8 @@ export type OperatorService = ReturnType<typeof createOperatorService>
 
 /**
  * Operator actions and the views the console needs. Every action is recorded with the operator's
- * name and the fingerprint of the token used: a change with its record in the same commit, a
- * refusal on its own; each record is also an `operator.action` event.
+ * name and the fingerprint of the token used: a change with its record and its `operator.action`
+ * event in the same commit; a refusal (which changed nothing) with its record alone.
  */
 export function createOperatorService(runtime: Runtime) {
   // One operator token per server: its fingerprint tells which token acted after a rotation.
@@ -57,6 +57,7 @@ export function createOperatorService(runtime: Runtime) {
     return { id: newId('opa'), tokenFingerprint, outcome, errorCode, createdAt: now, ...request }
   }
 
+  /** A successful action: its record and its event, on the transaction of the change. */
   async function record(tx: Executor, row: repo.OperatorActionRow): Promise<void> {
     await repo.insertAction(tx, row)
     await appendEvent(tx, { orgId: row.orgId ?? null, type: OPERATOR_ACTION_EVENT, data: toActionView(row), created: row.createdAt })
@@ -69,7 +70,9 @@ export function createOperatorService(runtime: Runtime) {
     } catch (error) {
       if (!(error instanceof ApiError)) throw error
       const now = request.orgId === null ? new Date(runtime.clock.wallNowMs()) : runtime.clock.now(request.orgId)
-      await runtime.db.transaction((tx) => record(tx, actionRow(request, 'refused', error.code, now)))
+      // A refusal changed nothing, so it is no event (an organization's log tells what happened to
+      // its resources); the audit trail still shows the attempt.
+      await repo.insertAction(runtime.db, actionRow(request, 'refused', error.code, now))
       throw error
     }
   }
