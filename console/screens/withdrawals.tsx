@@ -109,6 +109,8 @@ function WithdrawalsScreen({ height, active, setCapturing }: ScreenProps) {
       const verb = current.kind === 'approve' ? 'Approved' : 'Rejected'
       setMessage({ text: `${verb} ${current.item.id} as ${current.operator}: now ${answer.value.state}`, tone: 'ok' })
       setDetail(null)
+      // It left the queue: shown so at once, before the refresh below confirms it.
+      setItems((previous) => previous?.filter((item) => item.id !== current.item.id) ?? previous)
     } else {
       setMessage({ text: `${current.kind} ${shortId(current.item.id, 16)} refused: ${answer.code}: ${answer.message}`, tone: 'error' })
     }

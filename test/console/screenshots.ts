@@ -121,6 +121,7 @@ try {
     save('approve-confirmation')
     terminal.press('y')
     await terminal.waitFor('now approved')
+    await terminal.waitFor('3 waiting')
     save('approved')
     terminal.press('2')
     await terminal.waitFor(/· live · \d+ received/)
