@@ -19,6 +19,7 @@ import { eventsOpsRoutes, eventsRoutes } from './modules/events/routes.ts'
 import { webhooksRoutes } from './modules/webhooks/routes.ts'
 import { startWebhookDelivery } from './modules/webhooks/worker.ts'
 import { quotesRoutes } from './modules/quotes/routes.ts'
+import { createOperatorModule } from './modules/operator/module.ts'
 import { orgsOpsRoutes } from './modules/orgs/routes.ts'
 import { sandboxRoutes } from './modules/sandbox/routes.ts'
 import { createStatementsModule, type StatementsModule } from './modules/statements/index.ts'
@@ -45,6 +46,7 @@ export function buildApp(runtime: Runtime) {
   const access = accessPlugin(idempotency, { testExitAfterCommit: runtime.config.testExitAfterCommit })
   const statements = createStatementsModule({ db: runtime.db, ledger: runtime.ledger, clock: runtime.clock, access, config: runtime.config })
   runtime.stoppers.unshift(() => statements.stop())
+  const operator = createOperatorModule({ runtime, idempotency })
   // Authorizations are answered in front of the app, before Elysia's router and request hooks,
   // the load shedder first: Bun's router sends them there (`serve.routes`, which a listening app
   // gives Bun beside Elysia's own), and what the front does not answer (a caller without a secret
@@ -76,7 +78,7 @@ export function buildApp(runtime: Runtime) {
     .use(suspenseOpsRoutes(runtime))
     .use(allowlistRoutes(runtime, access))
     .use(withdrawalsRoutes(runtime, access))
-    .use(withdrawalsOpsRoutes(runtime))
+    .use(withdrawalsOpsRoutes(runtime, operator.service))
     .use(webhooksRoutes(runtime, access))
     .use(eventsRoutes(runtime, access))
     .use(eventsOpsRoutes(runtime))
@@ -84,6 +86,7 @@ export function buildApp(runtime: Runtime) {
     .use(statements.opsRoutes)
     .use(statements.publicRoutes)
     .use(sbt.routes)
+    .use(operator.routes)
   if (runtime.config.serviceEnv === 'sandbox') {
     app = app.use(sandboxRoutes(runtime, access)).use(sandboxFundingRoutes(runtime, access)).use(sandboxChainRoutes(runtime, access)) as unknown as typeof app
   }

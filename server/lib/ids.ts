@@ -24,6 +24,7 @@ export type IdKind =
   | 'mv'
   | 'stmt'
   | 'sbtk'
+  | 'opa'
 
 export function newId<K extends IdKind>(kind: K): `${K}_${string}` {
   // The UUID's 16 bytes spelled in hex in one native step: a flat string, where taking the dashes

@@ -31,6 +31,23 @@ export async function eventually<T>(probe: () => T | Promise<T>, options: Eventu
   }
 }
 
+/**
+ * `eventually` for an assertion: runs `check` until it stops throwing and answers its value (which
+ * may be undefined); past `timeoutMs` the last failure is thrown, so the test names what it saw.
+ */
+export async function eventuallyPasses<T>(check: () => T | Promise<T>, options: { timeoutMs?: number; intervalMs?: number } = {}): Promise<T> {
+  const { timeoutMs = 10_000, intervalMs = 25 } = options
+  const deadline = performance.now() + timeoutMs
+  for (;;) {
+    try {
+      return await check()
+    } catch (error) {
+      if (performance.now() >= deadline) throw error
+    }
+    await new Promise((resolve) => setTimeout(resolve, intervalMs))
+  }
+}
+
 /** Waits until nothing more can happen in this process's queues: pending microtasks and one timer turn. */
 export function nextTurn(): Promise<void> {
   return new Promise((resolve) => setImmediate(resolve))

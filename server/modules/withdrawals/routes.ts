@@ -3,6 +3,7 @@ import { IdParams } from '../../lib/params.ts'
 import type { AccessPlugin } from '../../platform/access.ts'
 import { apiDoc } from '../../platform/openapi.ts'
 import type { Runtime } from '../../runtime.ts'
+import type { OperatorService } from '../operator/service.ts'
 import { CreateWithdrawalBody, ListWithdrawalsQuery, OperatorActionBody, RejectBody, Withdrawal, WithdrawalList } from './model.ts'
 import * as service from './service.ts'
 
@@ -61,7 +62,7 @@ export function withdrawalsRoutes(runtime: Runtime, access: AccessPlugin) {
 }
 
 /** Operator routes: the second approval through /ops/v1, and the queue of withdrawals waiting for it. */
-export function withdrawalsOpsRoutes(runtime: Runtime) {
+export function withdrawalsOpsRoutes(runtime: Runtime, operator: OperatorService) {
   return new Elysia({ name: 'kassa/ops-withdrawals', prefix: '/ops/v1' })
     .get('/orgs/:orgId/withdrawals', ({ params, query }) => service.listWithdrawals(runtime, params.orgId, query), {
       params: OrgParams,
@@ -71,22 +72,22 @@ export function withdrawalsOpsRoutes(runtime: Runtime) {
     })
     .post(
       '/orgs/:orgId/withdrawals/:id/approve',
-      ({ params, body }) => service.approveByOperator(runtime, params.orgId, params.id, body?.operator ?? 'operator'),
+      ({ params, body }) => operator.approveWithdrawal(params.id, body?.operator ?? 'operator', params.orgId),
       {
         params: OrgWithdrawalParams,
         body: t.Optional(OperatorActionBody),
         response: Withdrawal,
-        detail: opsDoc('Approve a withdrawal as an operator', `The operator is the second approver. ${NOT_PENDING_DOC}`),
+        detail: opsDoc('Approve a withdrawal as an operator', `The operator is the second approver. Recorded in the operator audit trail as POST /ops/v1/withdrawals/{id}/approve is. ${NOT_PENDING_DOC}`),
       },
     )
     .post(
       '/orgs/:orgId/withdrawals/:id/reject',
-      ({ params, body }) => service.rejectByOperator(runtime, params.orgId, params.id, body?.operator ?? 'operator', body?.reason),
+      ({ params, body }) => operator.rejectWithdrawal(params.id, body?.operator ?? 'operator', body?.reason, params.orgId),
       {
         params: OrgWithdrawalParams,
         body: t.Optional(OperatorActionBody),
         response: Withdrawal,
-        detail: opsDoc('Reject a withdrawal as an operator', `The whole totalDebited returns to available. ${NOT_PENDING_DOC}`),
+        detail: opsDoc('Reject a withdrawal as an operator', `The whole totalDebited returns to available. Recorded in the operator audit trail as POST /ops/v1/withdrawals/{id}/reject is. ${NOT_PENDING_DOC}`),
       },
     )
 }

@@ -1,3 +1,4 @@
+import type { Executor } from '../../../db/client.ts'
 import { assertCanSend } from '../../ledger/accounts.ts'
 import { answerInCommit } from '../../platform/idempotency.ts'
 import { eventRow } from '../../ledger/events.ts'
@@ -264,12 +265,18 @@ export async function approveByKey(runtime: Runtime, principal: Principal, id: s
   return exclusively(runtime, id, async () => approve(runtime, await requireWithdrawal(runtime, principal.orgId, id), { type: 'key', id: principal.keyId }))
 }
 
-export async function approveByOperator(runtime: Runtime, orgId: string, id: string, operator: string): Promise<WithdrawalView> {
-  return exclusively(runtime, id, async () => approve(runtime, await requireWithdrawal(runtime, orgId, id), { type: 'operator', id: operator }))
+/**
+ * Writes done in the same transaction as an operator's change (the operator audit trail), given the
+ * withdrawal as changed and the time of the change; they commit exactly when the change does.
+ */
+export type AlongsideWrite = (tx: Executor, changed: repo.WithdrawalRecord, now: Date) => Promise<void>
+
+export async function approveByOperator(runtime: Runtime, orgId: string, id: string, operator: string, alongside?: AlongsideWrite): Promise<WithdrawalView> {
+  return exclusively(runtime, id, async () => approve(runtime, await requireWithdrawal(runtime, orgId, id), { type: 'operator', id: operator }, alongside))
 }
 
 /** No money moves on approval: the state, the unsigned transaction and the event commit together. */
-async function approve(runtime: Runtime, row: repo.WithdrawalRecord, actor: Actor): Promise<WithdrawalView> {
+async function approve(runtime: Runtime, row: repo.WithdrawalRecord, actor: Actor, alongside?: AlongsideWrite): Promise<WithdrawalView> {
   assertPendingApproval(row)
   const now = runtime.clock.now(row.orgId)
   const approved = approvedRow(runtime, row, actor, now)
@@ -282,6 +289,7 @@ async function approve(runtime: Runtime, row: repo.WithdrawalRecord, actor: Acto
       unsignedTransaction: approved.unsignedTransaction,
     })
     if (changed) await appendEvent(tx, { orgId: row.orgId, type: 'treasury.withdrawal.approved', data: eventData(changed, approvalEventExtra(changed)), created: now })
+    if (changed && alongside) await alongside(tx, changed, now)
     return changed
   })
   if (!updated) {
@@ -296,12 +304,19 @@ export async function rejectByKey(runtime: Runtime, principal: Principal, id: st
   return exclusively(runtime, id, async () => reject(runtime, await requireWithdrawal(runtime, principal.orgId, id), { type: 'key', id: principal.keyId }, reason))
 }
 
-export async function rejectByOperator(runtime: Runtime, orgId: string, id: string, operator: string, reason: string | undefined): Promise<WithdrawalView> {
-  return exclusively(runtime, id, async () => reject(runtime, await requireWithdrawal(runtime, orgId, id), { type: 'operator', id: operator }, reason))
+export async function rejectByOperator(
+  runtime: Runtime,
+  orgId: string,
+  id: string,
+  operator: string,
+  reason: string | undefined,
+  alongside?: AlongsideWrite,
+): Promise<WithdrawalView> {
+  return exclusively(runtime, id, async () => reject(runtime, await requireWithdrawal(runtime, orgId, id), { type: 'operator', id: operator }, reason, alongside))
 }
 
 /** Rejecting a withdrawal that waits for approval returns its whole total to available. Any key of the organization may refuse. */
-async function reject(runtime: Runtime, row: repo.WithdrawalRecord, actor: Actor, reason: string | undefined): Promise<WithdrawalView> {
+async function reject(runtime: Runtime, row: repo.WithdrawalRecord, actor: Actor, reason: string | undefined, alongside?: AlongsideWrite): Promise<WithdrawalView> {
   assertPendingApproval(row)
   const now = runtime.clock.now(row.orgId)
   const rejected: repo.WithdrawalRow = {
@@ -315,7 +330,7 @@ async function reject(runtime: Runtime, row: repo.WithdrawalRecord, actor: Actor
   await close(runtime, row, rejected, ['pending_approval'], 'withdrawal_reject', returnPostings(row), 'treasury.withdrawal.rejected', {
     rejectedBy: { type: actor.type, id: actor.id },
     reason: reason ?? null,
-  })
+  }, alongside)
   return toWithdrawalView(rejected)
 }
 
@@ -351,6 +366,7 @@ function close(
   postings: Posting[],
   eventType: string,
   eventExtra: Record<string, unknown>,
+  alongside?: AlongsideWrite,
 ): Promise<void> {
   const now = next.closedAt!
   const { id: _id, orgId: _org, ...changes } = next
@@ -366,6 +382,8 @@ function close(
         write: async (tx) => (await repo.transition(tx, row.id, from, changes)) !== undefined,
         refusal: () => new ApiError('conflict', `Withdrawal ${row.id} changed state meanwhile; it is no longer ${from.join(' or ')}`),
       },
+      // Runs after the transition above succeeded in the same commit; it never refuses.
+      ...(alongside ? [{ write: async (tx: Executor) => (await alongside(tx, { ...row, ...next } as repo.WithdrawalRecord, now), true), refusal: () => new ApiError('internal', 'An alongside write never refuses') }] : []),
     ],
     events: [eventRow(row.orgId, eventType, eventData(next, eventExtra), now)],
   }

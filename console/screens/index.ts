@@ -1,0 +1,6 @@
+import { eventsScreen } from './events.tsx'
+import type { ScreenDefinition } from './types.ts'
+import { withdrawalsScreen } from './withdrawals.tsx'
+
+/** The console's tabs, in order; a tab's number is its key. A new screen is one line here. */
+export const SCREENS: readonly ScreenDefinition[] = [withdrawalsScreen, eventsScreen]

@@ -1,0 +1,143 @@
+import { afterAll, afterEach, beforeAll, describe, expect, test } from 'bun:test'
+import { cleanup } from 'ink-testing-library'
+import { startOperatorFixture, type OperatorFixture } from '../operator/support.ts'
+import { followEvents } from '../../console/event-stream.ts'
+import { eventuallyPasses } from '../support/eventually.ts'
+import { TcpProxy } from '../support/tcp-proxy.ts'
+import { KEYS, renderConsole } from './support.tsx'
+
+let op: OperatorFixture
+beforeAll(async () => {
+  op = await startOperatorFixture('Tail Org')
+}, 60_000)
+afterEach(() => cleanup())
+afterAll(async () => {
+  await op.close()
+}, 30_000)
+
+async function openTail(view: ReturnType<typeof renderConsole>) {
+  view.press('2')
+  await view.shows(/Tail types all · org all · live/)
+}
+
+describe('the Events screen', () => {
+  test('shows an event shortly after its creation, across organizations', async () => {
+    const view = renderConsole(op.baseUrl, op.token)
+    await openTail(view)
+    const pending = await op.pendingWithdrawal('901')
+    await view.printed(`treasury.withdrawal.pending_approval ${pending.id}`)
+    expect(view.frame()).toMatch(/received/)
+  }, 30_000)
+
+  test('filters by namespace and by organization', async () => {
+    const view = renderConsole(op.baseUrl, op.token)
+    await openTail(view)
+    view.press('t')
+    await view.shows('Types (exact or ns.*')
+    view.press('operator.*')
+    await view.shows('operator.*')
+    view.press(KEYS.enter)
+    await view.shows(/Tail types operator\.\* · org all · live/)
+    const ignored = await op.pendingWithdrawal('902')
+    const approved = await op.pendingWithdrawal('903')
+    expect((await op.app.ops('POST', `/ops/v1/withdrawals/${approved.id}/approve`, { operator: 'Filter Tester' })).status).toBe(200)
+    await view.shows('operator.action')
+    await view.printed('operator.action Filter Tester withdrawal.approve')
+    expect(view.everPrinted(ignored.id)).toBe(false)
+
+    view.press('o')
+    await view.shows('Organization id')
+    view.press('org_nobody')
+    await view.shows('org_nobody')
+    view.press(KEYS.enter)
+    await view.shows(/org org_nobody · live/)
+    const count = view.received()
+    // An unfiltered follower of the same stream sees the action; the filtered tail does not.
+    const seen: string[] = []
+    const states: string[] = []
+    const follower = followEvents({
+      baseUrl: op.baseUrl,
+      headers: { authorization: `Bearer ${op.token}` },
+      types: 'operator.*',
+      orgId: '',
+      lastEventId: undefined,
+      backlog: 0,
+      onEvents: (events) => seen.push(...events.map((event) => String(event.data.operator))),
+      onState: (state) => states.push(state),
+    })
+    await eventuallyPasses(() => expect(states).toContain('live'))
+    const hidden = await op.pendingWithdrawal('904')
+    expect((await op.app.ops('POST', `/ops/v1/withdrawals/${hidden.id}/approve`, { operator: 'Nobody Sees' })).status).toBe(200)
+    await eventuallyPasses(() => expect(seen).toContain('Nobody Sees'))
+    follower.stop()
+    await view.shows(/org org_nobody · live/)
+    expect(view.everPrinted('Nobody Sees')).toBe(false)
+    expect(view.received()).toBe(count)
+    // The same tail with the organization's id shows it: the filter, not the stream, held it back.
+    view.press('o')
+    await view.shows('Organization id')
+    for (let index = 0; index < 'org_nobody'.length; index++) view.press('\u007F')
+    await view.shows(/Organization id \(empty for all\): *\n/)
+    view.press(op.fx.org.id)
+    await view.shows(op.fx.org.id)
+    view.press(KEYS.enter)
+    await view.printed('operator.action Nobody Sees')
+  }, 30_000)
+
+  test('pause freezes the view while events keep arriving; resume shows each of them once', async () => {
+    const view = renderConsole(op.baseUrl, op.token)
+    await openTail(view)
+    view.press('t')
+    await view.shows('Types (exact')
+    view.press('treasury.withdrawal.pending_approval')
+    await view.shows('treasury.withdrawal.pending_approval')
+    view.press(KEYS.enter)
+    await view.shows(/types treasury\.withdrawal\.pending_approval · org all · live/)
+    const seen = await op.pendingWithdrawal('905')
+    await view.printed(seen.id)
+    const before = view.received()
+    view.press('p')
+    await view.shows(/· paused ·/)
+    await view.shows(`Paused after evt_`)
+    const whilePaused = [await op.pendingWithdrawal('906'), await op.pendingWithdrawal('907')]
+    // Frozen: a render after the events were written still does not show them.
+    view.press('?')
+    await view.shows('Help')
+    view.press('?')
+    await view.shows('Paused after')
+    for (const withdrawal of whilePaused) expect(view.everPrinted(withdrawal.id)).toBe(false)
+    expect(view.received()).toBe(before)
+    view.press('p')
+    await view.shows(/· live ·/)
+    for (const withdrawal of whilePaused) await view.printed(withdrawal.id)
+    // Exactly the two that arrived while paused, none twice.
+    await view.shows(` ${before + 2} received`)
+  }, 30_000)
+
+  test('resumes after a dropped connection without losing or repeating an event', async () => {
+    const proxy = await TcpProxy.start('127.0.0.1', Number(new URL(op.baseUrl).port))
+    try {
+      const view = renderConsole(`http://127.0.0.1:${proxy.port}`, op.token)
+      await openTail(view)
+      view.press('t')
+      await view.shows('Types (exact')
+      view.press('treasury.withdrawal.pending_approval')
+      await view.shows('treasury.withdrawal.pending_approval')
+      view.press(KEYS.enter)
+      await view.shows(/pending_approval · org all · live/)
+      const first = await op.pendingWithdrawal('908')
+      await view.printed(first.id)
+      const before = view.received()
+      await proxy.setMode('closed')
+      await view.shows(/reconnecting/)
+      const missed = [await op.pendingWithdrawal('909'), await op.pendingWithdrawal('910')]
+      await view.shows('unreachable')
+      await proxy.setMode('forwarding')
+      for (const withdrawal of missed) await view.printed(withdrawal.id)
+      await view.shows(/· live ·/)
+      await view.shows(` ${before + 2} received`)
+    } finally {
+      await proxy.close()
+    }
+  }, 30_000)
+})
