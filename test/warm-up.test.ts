@@ -205,7 +205,7 @@ describe('the warm-up on Postgres (needs DATABASE_URL)', () => {
     const output = Promise.all([stdout, new Response(child.stderr).text()]).then(([, err]) => printedSoFar + err)
     try {
       const name = await eventually(() => namedInOutput(printedSoFar) ?? (child.exitCode !== null ? 'exited' : undefined), { what: 'the warm-up database named', timeoutMs: 30_000 })
-      expect(await existing([name])).toEqual([name])
+      expect(await existing([name!])).toEqual([name!])
       child.kill('SIGTERM')
       const code = await Promise.race([child.exited, Bun.sleep(20_000).then(() => 'still running')])
       expect(code).toBe(0)
@@ -213,7 +213,7 @@ describe('the warm-up on Postgres (needs DATABASE_URL)', () => {
       expect(printed).toMatch(/kassa: warm-up: skipped: stopped after \d+ authorizations \(SIGTERM\)/)
       expect(printed).toContain('kassa: SIGTERM while warming up, not started')
       expect(printed).not.toContain('listening on')
-      expect(await existing([name])).toEqual([])
+      expect(await existing([name!])).toEqual([])
     } finally {
       if (child.exitCode === null) child.kill(9)
     }

@@ -61,6 +61,19 @@ export class DueSweep {
     await this.running
   }
 
+  /**
+   * One pass now, as its timer would run it, answered once it has ended (after any pass already
+   * running). Tests drive a sweep with it instead of waiting for its timer; the timer is set again
+   * from what the pass answered, as after any pass.
+   */
+  async runOnce(): Promise<void> {
+    while (this.running !== undefined) await this.running
+    if (this.timer !== undefined) clearTimeout(this.timer)
+    this.timer = undefined
+    this.fire()
+    await this.running
+  }
+
   /** Whether a pass is running (tests). */
   get busy(): boolean {
     return this.running !== undefined

@@ -23,6 +23,24 @@ async function until(condition: () => boolean, timeoutMs = 2000): Promise<void> 
 }
 
 describe('DueSweep', () => {
+  test('runOnce runs one pass now and answers when it has ended, started or not, after a pass already running', async () => {
+    const { sweep, passes, state } = recorded()
+    await sweep.runOnce()
+    expect(passes).toHaveLength(1)
+    let release: () => void = () => {}
+    state.hold = new Promise<void>((resolve) => (release = resolve))
+    const first = sweep.runOnce()
+    const second = sweep.runOnce()
+    expect(passes).toHaveLength(2)
+    release()
+    await Promise.all([first, second])
+    expect(passes).toHaveLength(3)
+    expect(sweep.busy).toBe(false)
+    await sweep.stop()
+    await sweep.runOnce()
+    expect(passes).toHaveLength(3)
+  })
+
   test('runs a pass at start, then when the work it reported falls due', async () => {
     const { sweep, passes, state } = recorded()
     const started = Date.now()
