@@ -17,6 +17,8 @@ import { startPayments } from './modules/payments/service.ts'
 import { startHoldExpiry } from './modules/holds/service.ts'
 import { eventsOpsRoutes, eventsRoutes } from './modules/events/routes.ts'
 import { webhooksRoutes } from './modules/webhooks/routes.ts'
+import { createEarningModule } from './modules/earning/index.ts'
+import { createVaultsModule } from './modules/vaults/index.ts'
 import { startWebhookDelivery } from './modules/webhooks/worker.ts'
 import { quotesRoutes } from './modules/quotes/routes.ts'
 import { orgsOpsRoutes } from './modules/orgs/routes.ts'
@@ -35,12 +37,28 @@ import { closeRuntime, createRuntime, type Runtime, type RuntimeOptions } from '
 
 const IDEMPOTENCY_PURGE_INTERVAL_MS = 15 * 60 * 1000
 
-export function buildApp(runtime: Runtime) {
+export async function buildApp(runtime: Runtime) {
   const idempotency = new IdempotencyStore(runtime.db, () => runtime.clock.wallNowMs())
   const purge = setInterval(() => void idempotency.purgeExpired().catch(() => {}), IDEMPOTENCY_PURGE_INTERVAL_MS)
   purge.unref()
   runtime.stoppers.push(() => clearInterval(purge))
   const access = accessPlugin(idempotency)
+  // Earning (vaults): the catalog and its venue, then the intents that settle in its cycles.
+  // Off (no routes) where no venue is configured: production until a venue adapter exists.
+  const vaults =
+    runtime.config.vaultVenue === 'sandbox' ? await createVaultsModule({ db: runtime.db, wallNowMs: () => runtime.clock.wallNowMs(), venue: 'sandbox', access }) : undefined
+  const earning =
+    vaults === undefined
+      ? undefined
+      : createEarningModule({
+          db: runtime.db,
+          ledger: runtime.ledger,
+          clock: runtime.clock,
+          vaults,
+          access,
+          workerIntervalMs: runtime.config.earningWorkerIntervalMs,
+          crashPoint: runtime.config.crashPoint,
+        })
   // Authorizations are answered in front of the app, before Elysia's router and request hooks,
   // the load shedder first: Bun's router sends them there (`serve.routes`, which a listening app
   // gives Bun beside Elysia's own), and what the front does not answer (a caller without a secret
@@ -58,7 +76,7 @@ export function buildApp(runtime: Runtime) {
     .use(assetsRoutes(access))
     .use(accountsRoutes(runtime, access))
     .use(ledgerOpsRoutes(runtime))
-    .use(balancesRoutes(runtime, access))
+    .use(balancesRoutes(runtime, access, earning?.allocations))
     .use(holdsRoutes(runtime, access))
     .use(transfersRoutes(runtime, access))
     .use(quotesRoutes(runtime, access))
@@ -72,6 +90,11 @@ export function buildApp(runtime: Runtime) {
     .use(webhooksRoutes(runtime, access))
     .use(eventsRoutes(runtime, access))
     .use(eventsOpsRoutes(runtime))
+  if (vaults !== undefined && earning !== undefined) {
+    app = app.use(vaults.routes).use(vaults.opsRoutes).use(earning.routes).use(earning.opsRoutes) as unknown as typeof app
+    earning.start()
+    runtime.stoppers.push(() => earning.stop())
+  }
   if (runtime.config.serviceEnv === 'sandbox') {
     app = app.use(sandboxRoutes(runtime, access)).use(sandboxFundingRoutes(runtime, access)).use(sandboxChainRoutes(runtime, access)) as unknown as typeof app
   }
@@ -81,14 +104,17 @@ export function buildApp(runtime: Runtime) {
   startWithdrawals(runtime)
   startChain(runtime)
   startDeposits(runtime)
-  return { app, handle: front.handle }
+  return { app, handle: front.handle, earning }
 }
 
-export type App = ReturnType<typeof buildApp>['app']
+export type App = Awaited<ReturnType<typeof buildApp>>['app']
+export type EarningModule = ReturnType<typeof createEarningModule>
 
 export interface Kassa {
   app: App
   runtime: Runtime
+  /** Earning's services and its worker step (undefined when earning is off). */
+  earning: EarningModule | undefined
   /**
    * One request through the app as a listening server answers it, the load shedder in front
    * included (`app.handle` alone starts at Elysia's router, behind the shedder).
@@ -102,12 +128,13 @@ export async function createApp(config: Config, options: RuntimeOptions = {}): P
   const runtime = await createRuntime(config, options)
   // Payments own some holds; they must be known before the hold sweeper starts.
   await startPayments(runtime)
-  const { app, handle } = buildApp(runtime)
+  const { app, handle, earning } = await buildApp(runtime)
   // Delivery runs beside the request path and never inside it: requests only write events.
   await startWebhookDelivery(runtime)
   return {
     app,
     runtime,
+    earning,
     handle: async (request) => handle(request),
     async close() {
       if (app.server) await app.stop()

@@ -96,6 +96,16 @@ export interface Config {
    * hex, at least 32 bytes). Sandbox falls back to the public development seed; production requires its own.
    */
   depositKeySeedHex: string
+  /**
+   * Where earning (vaults) runs: `sandbox`, the venue simulator (sandbox only), or `off`. Production
+   * has no venue adapter yet, so it runs with earning off; asking for the sandbox venue there stops
+   * the start.
+   */
+  vaultVenue: 'sandbox' | 'off'
+  /** How often the earning worker syncs vault prices and runs cycle cadences; 0 turns it off. */
+  earningWorkerIntervalMs: number
+  /** Test-only: the process exits at this point of a cycle settlement (crash tests). */
+  crashPoint: string | undefined
 }
 
 /**
@@ -286,6 +296,9 @@ export function loadConfig(env: Environment = process.env): Config {
     logRequests: readBoolean(env, 'LOG_REQUESTS', false),
     screeningBlocklist: readBlocklist(env),
     depositKeySeedHex: readDepositKeySeed(env),
+    vaultVenue: readChoice(env, 'VAULT_VENUE', ['sandbox', 'off'] as const, serviceEnv === 'sandbox' ? 'sandbox' : 'off'),
+    earningWorkerIntervalMs: readInteger(env, 'EARNING_WORKER_INTERVAL_MS', 60_000, 0, 86_400_000),
+    crashPoint: env.KASSA_TEST_CRASH_POINT === undefined || env.KASSA_TEST_CRASH_POINT === '' ? undefined : env.KASSA_TEST_CRASH_POINT,
   }
   if (config.warmUpAuthorizations > 0 && databaseUrl === undefined) {
     throw new ConfigError('WARM_UP_AUTHORIZATIONS needs DATABASE_URL (the warm-up runs on a throwaway Postgres database; the embedded database has none)')
@@ -315,6 +328,8 @@ export function assertProductionSafe(config: Config): void {
   if (config.operatorToken === undefined) problems.push('OPERATOR_TOKEN is required (it is generated only in sandbox)')
   if (config.allowLoopbackWebhooks) problems.push('ALLOW_LOOPBACK_WEBHOOKS is a test-only setting')
   if (config.depositKeySeedHex === SANDBOX_DEPOSIT_KEY_SEED_HEX) problems.push('DEPOSIT_KEY_SEED is required (the sandbox seed is public)')
+  if (config.vaultVenue === 'sandbox') problems.push('VAULT_VENUE=sandbox is the venue simulator; production earning needs a venue adapter, which this build does not have (leave VAULT_VENUE unset or off)')
+  if (config.crashPoint !== undefined) problems.push('KASSA_TEST_CRASH_POINT is a test-only setting')
   if (config.webhookCaFile !== undefined) problems.push('WEBHOOK_CA_FILE is a test-only setting (receivers must use publicly trusted certificates)')
   if (problems.length > 0) {
     throw new ConfigError(`production refuses to start: ${problems.join('; ')}`)
@@ -348,6 +363,9 @@ export function configForTests(overrides: Partial<Config> = {}): Config {
     logRequests: false,
     screeningBlocklist: [],
     depositKeySeedHex: SANDBOX_DEPOSIT_KEY_SEED_HEX,
+    vaultVenue: 'sandbox',
+    earningWorkerIntervalMs: 0,
+    crashPoint: undefined,
     ...overrides,
   }
 }

@@ -126,6 +126,11 @@ class GuardsRefusedError extends Error {
 
 interface Queued {
   op: LedgerOperation
+  /**
+   * A bundle's operations (`Ledger.submitBundle`): `op` then only carries the bundle's guarded
+   * writes and hooks, and these are what the batch statement writes. A bundle is a batch of its own.
+   */
+  bundle?: LedgerOperation[]
   deltas: Map<string, BalanceDelta>
   /** Taken back before a batch took it: already undone, skipped by the writer. */
   withdrawn: boolean
@@ -331,6 +336,31 @@ export class GroupCommitWriter {
     })
   }
 
+  /** A bundle (`Ledger.submitBundle`), its deltas already reserved: one transaction of its own. */
+  enqueueBundle(ops: LedgerOperation[], guardedWrites: GuardedWrite[], deltas: Map<string, BalanceDelta>): Promise<void> {
+    const lead: LedgerOperation = {
+      orgId: ops[0]!.orgId,
+      createdAt: ops[0]!.createdAt,
+      movementId: 'bundle',
+      movementKind: 'bundle',
+      reference: 'bundle',
+      postings: [],
+      guardedWrites,
+      revert: () => {
+        for (const op of [...ops].reverse()) op.revert?.()
+      },
+      committed: (batch, queuedAt) => {
+        for (const op of ops) op.committed?.(batch, queuedAt)
+      },
+    }
+    return new Promise<void>((resolve, reject) => {
+      const item: Queued = { op: lead, bundle: ops, deltas, withdrawn: false, queuedAt: performance.now(), resolve, reject }
+      this.queue.push(item)
+      this.waiting.set(lead, item)
+      this.pump()
+    })
+  }
+
   /** See `Ledger.withdraw`. */
   withdraw(op: LedgerOperation): boolean {
     const item = this.waiting.get(op)
@@ -524,6 +554,8 @@ export class GroupCommitWriter {
         continue
       }
       if (!guarded && item.op.guardedWrites !== undefined && item.op.guardedWrites.length > 0) break
+      // A bundle is a transaction of its own: it neither joins a batch nor takes others into its own.
+      if (item.bundle !== undefined && batch.length > 0) break
       taken += 1
       if (item.op.deadline !== undefined && item.op.deadline < latestStart) {
         // It would commit after its caller stopped waiting: withdrawn now rather than written late.
@@ -532,6 +564,7 @@ export class GroupCommitWriter {
       }
       this.waiting.delete(item.op)
       batch.push(item)
+      if (item.bundle !== undefined) break
     }
     this.queue.splice(0, taken)
     return batch
@@ -767,7 +800,7 @@ export class GroupCommitWriter {
    * left out of every part and reported back.
    */
   private batchStatement(flight: Flight): TextStatement {
-    const ops = flight.batch.map((item) => item.op)
+    const ops = flight.batch.length === 1 && flight.batch[0]!.bundle !== undefined ? flight.batch[0]!.bundle : flight.batch.map((item) => item.op)
     const claims = rowsOf(ops, (op) => (op.idempotencyRecord ? [op.idempotencyRecord] : undefined))
     const filtered = claims.length > 0
     const values: Record<string, unknown> = {

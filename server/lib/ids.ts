@@ -22,6 +22,8 @@ export type IdKind =
   | 'req'
   | 'pst'
   | 'mv'
+  | 'rec'
+  | 'vcy'
 
 export function newId<K extends IdKind>(kind: K): `${K}_${string}` {
   // The UUID's 16 bytes spelled in hex in one native step: a flat string, where taking the dashes
