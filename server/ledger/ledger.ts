@@ -133,8 +133,9 @@ export class Ledger {
    * or nothing, with `guardedWrites` run first on it: a cycle's settlement, whose intents belong to
    * many organizations and must settle together or not at all. Decided and reserved in memory in
    * this synchronous step like `submit`; if a guarded write answers false, everything is undone and
-   * the promise rejects with its refusal. The bundle goes alone on the writer's connection, not
-   * through the per-request batches; its operations carry no idempotency record.
+   * the promise rejects with its refusal. The bundle commits on a connection of its own, beside the
+   * writer's batches and not in their queue (`GroupCommitWriter.commitAside`), so requests keep
+   * committing while it runs; its operations carry no idempotency record.
    */
   submitBundle(ops: LedgerOperation[], guardedWrites: GuardedWrite[]): Promise<void> {
     assert(ops.length > 0, 'a bundle has at least one operation')
@@ -152,7 +153,7 @@ export class Ledger {
     }
     this.balances.applyKeyed(deltas)
     for (const op of ops) op.reserve?.()
-    return this.writer.enqueueBundle(ops, guardedWrites, deltas)
+    return this.writer.commitAside(ops, guardedWrites, deltas)
   }
 
   /**

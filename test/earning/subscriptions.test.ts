@@ -111,7 +111,7 @@ describe('subscriptions and deposit cycles', () => {
     expect(balance.allocations[0]).toMatchObject({ vaultId: 'core', shares: settled.body.totalShares })
     // total = available + held + inFlight + sum(allocations.value)
     const micro = (value: string) => BigInt(value.replace('.', ''))
-    expect(micro(balance.total)).toBe(micro(balance.available) + micro(balance.held) + micro(balance.inFlight) + micro(balance.allocations[0].value))
+    expect(micro(balance.total)).toBe(micro(balance.available) + micro(balance.held) + micro(balance.inFlight) + micro(balance.allocations[0]!.value))
     const rows = await intentRows(app, cycle.cycleId)
     expect(rows.filter((row) => row.state === 'settled').map((row) => row.id)).toContain(second.id)
     const perIntent = (await eventsOf(app, 'transaction.deposit.settled')).filter((row) => row.data.settlementCycle === cycle.settlementCycle && row.data.vaultId === 'core')

@@ -20,7 +20,7 @@ export function nonZero(postings: Posting[]): Posting[] {
 
 /** What a cycle's settlement or rollback does, decided from its intents and one price, before anything is written. */
 export interface CyclePlan {
-  /** One movement per organization, its legs aggregated per account. */
+  /** One movement per organization (per ACCOUNTS_PER_MOVEMENT of its accounts), its legs aggregated per account. */
   ops: LedgerOperation[]
   updates: IntentUpdate[]
   /** Per intent, what it got (deposit: shares; redeem: proceeds; rollback: amount back). */
@@ -47,7 +47,15 @@ interface PlanContext {
   events(intent: IntentWithAccount, result: IntentResult): EventRow[]
 }
 
-function byOrgAndAccount(intents: IntentWithAccount[]): Map<string, Map<string, IntentWithAccount[]>> {
+/**
+ * Accounts per movement: a large cycle is written as several movements per organization (one per
+ * this many accounts), so the statements that write it, and the work of building each, stay small
+ * enough that requests committing beside it keep their pace.
+ */
+export const ACCOUNTS_PER_MOVEMENT = 1000
+
+/** The intents grouped per organization and account, each organization's accounts cut in chunks of ACCOUNTS_PER_MOVEMENT. */
+function byOrgAndAccount(intents: IntentWithAccount[]): Array<[string, Map<string, IntentWithAccount[]>]> {
   const orgs = new Map<string, Map<string, IntentWithAccount[]>>()
   for (const intent of intents) {
     let accounts = orgs.get(intent.orgId)
@@ -56,7 +64,19 @@ function byOrgAndAccount(intents: IntentWithAccount[]): Map<string, Map<string, 
     if (list) list.push(intent)
     else accounts.set(intent.accountId, [intent])
   }
-  return orgs
+  const chunks: Array<[string, Map<string, IntentWithAccount[]>]> = []
+  for (const [orgId, accounts] of orgs) {
+    let chunk = new Map<string, IntentWithAccount[]>()
+    for (const [accountId, list] of accounts) {
+      chunk.set(accountId, list)
+      if (chunk.size >= ACCOUNTS_PER_MOVEMENT) {
+        chunks.push([orgId, chunk])
+        chunk = new Map()
+      }
+    }
+    if (chunk.size > 0) chunks.push([orgId, chunk])
+  }
+  return chunks
 }
 
 function operation(orgId: string, context: PlanContext, postings: Posting[], events: EventRow[]): LedgerOperation | undefined {

@@ -99,6 +99,8 @@ export async function listIntents(executor: Executor, orgId: string, kind: Inten
   return executor.select().from(vaultIntents).where(where).orderBy(asc(vaultIntents.id)).limit(limit)
 }
 
+const INTENT_UPDATES_PER_STATEMENT = 5000
+
 /** What a finished cycle records: its state, price and totals. */
 export interface CycleOutcome {
   state: 'settled' | 'rolled_back'
@@ -121,18 +123,23 @@ export async function finishCycle(tx: Transaction, cycleId: string, outcome: Cyc
     .where(and(eq(vaultCycles.id, cycleId), eq(vaultCycles.state, 'closed')))
     .returning({ id: vaultCycles.id })
   if (!cycle) return false
-  if (updates.length === 0) return true
-  const rows = await queryRows<{ count: string }>(
-    tx,
-    sql`with x as (select * from jsonb_to_recordset(${JSON.stringify(updates)}::jsonb) as x(id text, state text, reason text, amount numeric, shares numeric, payout text)),
-        u as (update vault_intents i set state = x.state, reason = x.reason, amount = coalesce(x.amount, i.amount), shares = coalesce(x.shares, i.shares),
-                payout = coalesce(x.payout, i.payout), settled_at = case when x.state = 'settled' then ${isoOf(outcome.finishedAt)}::timestamptz else null end
-              from x where i.id = x.id and i.state = 'confirmed' and i.cycle_id = ${cycleId} returning 1)
-        select count(*)::text as count from u`,
-  )
+  // In slices, so no one statement (and no one step of this thread building it) grows with the cycle.
+  let moved = 0
+  for (let from = 0; from < updates.length; from += INTENT_UPDATES_PER_STATEMENT) {
+    const slice = updates.slice(from, from + INTENT_UPDATES_PER_STATEMENT)
+    const rows = await queryRows<{ count: string }>(
+      tx,
+      sql`with x as (select * from jsonb_to_recordset(${JSON.stringify(slice)}::jsonb) as x(id text, state text, reason text, amount numeric, shares numeric, payout text)),
+          u as (update vault_intents i set state = x.state, reason = x.reason, amount = coalesce(x.amount, i.amount), shares = coalesce(x.shares, i.shares),
+                  payout = coalesce(x.payout, i.payout), settled_at = case when x.state = 'settled' then ${isoOf(outcome.finishedAt)}::timestamptz else null end
+                from x where i.id = x.id and i.state = 'confirmed' and i.cycle_id = ${cycleId} returning 1)
+          select count(*)::text as count from u`,
+    )
+    moved += Number(rows[0]?.count)
+  }
   // Every intent read when the cycle was closed must move now; anything else is a bug, and failing
   // here rolls the whole settlement back.
-  if (Number(rows[0]?.count) !== updates.length) throw new Error(`cycle ${cycleId}: ${rows[0]?.count} of ${updates.length} intents moved`)
+  if (moved !== updates.length) throw new Error(`cycle ${cycleId}: ${moved} of ${updates.length} intents moved`)
   return true
 }
 
