@@ -79,7 +79,7 @@ export async function buildApp(runtime: Runtime) {
     .use(balancesRoutes(runtime, access, earning?.allocations))
     .use(holdsRoutes(runtime, access))
     .use(transfersRoutes(runtime, access))
-    .use(quotesRoutes(runtime, access))
+    .use(quotesRoutes(runtime, access, earning?.quoteInstantRedeem))
     .use(paymentsRoutes(runtime, access, idempotency))
     .use(paymentsOpsRoutes(runtime))
     .use(depositsRoutes(runtime, access))

@@ -363,7 +363,7 @@ export function configForTests(overrides: Partial<Config> = {}): Config {
     logRequests: false,
     screeningBlocklist: [],
     depositKeySeedHex: SANDBOX_DEPOSIT_KEY_SEED_HEX,
-    vaultVenue: 'sandbox',
+    vaultVenue: overrides.serviceEnv === 'production' ? 'off' : 'sandbox',
     earningWorkerIntervalMs: 0,
     crashPoint: undefined,
     ...overrides,

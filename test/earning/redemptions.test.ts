@@ -31,7 +31,7 @@ beforeAll(async () => {
 }, 60_000)
 afterAll(async () => {
   await app.close()
-})
+}, 30_000)
 
 describe('queued redemptions', () => {
   test('locks the shares, keeps them in allocations and estimates proceeds on a direct vault', async () => {
@@ -121,6 +121,48 @@ describe('claimable proceeds', () => {
     expect(event!.data).toMatchObject({ amount: '40.000000', digest: claimed.body.digest, accountId: bob })
     const again = await expectRefusedWithoutChange(app, () => fx.call('POST', '/v1/claims', { accountId: bob, vaultId: 'claim' }), 404, 'not_found')
     expect(again.body.error.field).toBe('vaultId')
+    await expectVerified(app)
+  })
+})
+
+describe('instant redemptions', () => {
+  const quote = (accountId: string, vaultId: string, shares: string) => fx.call('POST', '/v1/quotes', { kind: 'instant_redeem', accountId, vaultId, shares })
+  const instant = (accountId: string, vaultId: string, quoteId?: string) => fx.call('POST', '/v1/redemptions', { accountId, vaultId, mode: 'instant', ...(quoteId ? { quoteId } : {}) })
+
+  test('execute once at an instant_redeem quote that itemizes the fee, from the vault\'s buffer', async () => {
+    await createVault(app, 'fast', { instantRedemptionFeeBps: 50, instantBuffer: '100' })
+    await holdShares('fast', alice, '200')
+    const quoted = await quote(alice, 'fast', '80')
+    expect(quoted.status).toBe(201)
+    // 80 shares at 1: 80, fee 0.5 % = 0.4, 79.6 reaches available.
+    expect(quoted.body).toMatchObject({ kind: 'instant_redeem', vaultId: 'fast', shares: '80.000000', totalDebited: '80.000000', fees: { network: '0.000000', service: '0.400000' }, amount: '79.600000', state: 'open' })
+    const before = await fx.balance(alice)
+    const executed = await instant(alice, 'fast', quoted.body.id)
+    expect(executed.status).toBe(201)
+    expect(executed.body).toMatchObject({ mode: 'instant', state: 'settled', shares: '80.000000', amount: '79.600000', fee: '0.400000', quoteId: quoted.body.id, settlementCycle: null })
+    const micro = (value: string) => BigInt(value.replace('.', ''))
+    expect(micro((await fx.balance(alice)).available) - micro(before.available)).toBe(79_600_000n)
+    expect(sharesOf(app, fx.org.id, alice, 'fast')).toEqual({ available: '120.000000', held: '0.000000' })
+    expect((await app.call('GET', '/v1/vaults/fast')).body.instantBuffer).toBe('20.000000')
+    const [settled] = (await eventsOf(app, 'transaction.redeem.settled')).filter((row) => row.data.intentId === executed.body.id)
+    expect(settled!.data).toMatchObject({ mode: 'instant', amount: '79.600000', fee: '0.400000' })
+    const twice = await expectRefusedWithoutChange(app, () => instant(alice, 'fast', quoted.body.id), 409, 'quote_consumed')
+    expect(twice.body.error.field).toBe('quoteId')
+    await expectVerified(app)
+  })
+
+  test('no fee without a quote, and a buffer that cannot cover it is refused with limit_exceeded', async () => {
+    const noQuote = await expectRefusedWithoutChange(app, () => instant(alice, 'fast'), 400, 'invalid_request')
+    expect(noQuote.body.error.field).toBe('quoteId')
+    const tooBig = await expectRefusedWithoutChange(app, () => quote(alice, 'fast', '50'), 422, 'limit_exceeded')
+    expect(tooBig.body.error.field).toBe('shares')
+    // A quote made while the buffer covered it is refused at execution once the buffer has shrunk.
+    const quoted = (await quote(alice, 'fast', '15')).body
+    await app.ops('PATCH', '/ops/v1/vaults/fast', { instantBuffer: '10' })
+    await expectRefusedWithoutChange(app, () => instant(alice, 'fast', quoted.id), 422, 'limit_exceeded')
+    expect((await fx.call('GET', `/v1/quotes/${quoted.id}`)).body.state).toBe('open')
+    const withdrawal = await fx.call('POST', '/v1/withdrawals', { accountId: alice, quoteId: quoted.id, allowlistEntryId: 'alw_x' })
+    expect(withdrawal.status).toBeGreaterThanOrEqual(400)
     await expectVerified(app)
   })
 })

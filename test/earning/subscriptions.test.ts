@@ -19,7 +19,7 @@ beforeAll(async () => {
 }, 60_000)
 afterAll(async () => {
   await app.close()
-})
+}, 30_000)
 
 const subscribe = (accountId: string, amount: string, vaultId = 'core') => fx.call('POST', '/v1/subscriptions', { accountId, vaultId, amount })
 

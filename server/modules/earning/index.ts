@@ -7,6 +7,7 @@ import * as vaultsRepo from '../vaults/repo.ts'
 import type { VaultsModule } from '../vaults/index.ts'
 import { Cycles, toCycleView } from './cycles.ts'
 import { allocationSource } from './positions.ts'
+import { InstantRedemptions } from './instant.ts'
 import { Redemptions } from './redemptions.ts'
 import { earningOpsRoutes, earningRoutes } from './routes.ts'
 import { Subscriptions } from './subscriptions.ts'
@@ -30,7 +31,8 @@ export function createEarningModule(deps: EarningModuleDeps) {
   const { catalog, venue } = deps.vaults
   const intentDeps = { db: deps.db, ledger: deps.ledger, clock: deps.clock, vaults: catalog }
   const subscriptions = new Subscriptions(intentDeps)
-  const redemptions = new Redemptions(intentDeps)
+  const instant = new InstantRedemptions(intentDeps)
+  const redemptions = new Redemptions(intentDeps, instant)
   const cycles = new Cycles({ db: deps.db, ledger: deps.ledger, vaults: catalog, venue, crashPoint: deps.crashPoint })
   const listCycles = async (vaultId: string) => {
     const vault = await catalog.require(vaultId)
@@ -50,6 +52,8 @@ export function createEarningModule(deps: EarningModuleDeps) {
     cycles,
     runOnce,
     allocations: allocationSource(deps.ledger, catalog),
+    /** Prices instant_redeem quotes (POST /v1/quotes). */
+    quoteInstantRedeem: (orgId: string, input: Parameters<InstantRedemptions['price']>[1]) => instant.price(orgId, input),
     routes: earningRoutes(subscriptions, redemptions, deps.access),
     opsRoutes: earningOpsRoutes(cycles, listCycles),
     start() {

@@ -10,17 +10,19 @@ import { orgEvent } from './cycles.ts'
 import type { CreateRedemptionInput, RedemptionView } from './model.ts'
 import { customer } from './plan.ts'
 import * as repo from './repo.ts'
+import type { InstantRedemptions } from './instant.ts'
 import { requireActiveVault, type IntentDeps } from './subscriptions.ts'
 import { intentDigest, toRedemptionView } from './views.ts'
 
 /** Redemptions (queued in the vault's redeem cycle) and claims of claimable proceeds. */
 export class Redemptions {
-  constructor(private readonly deps: IntentDeps) {}
+  constructor(
+    private readonly deps: IntentDeps,
+    private readonly instant: InstantRedemptions,
+  ) {}
 
   async create(orgId: string, input: CreateRedemptionInput): Promise<RedemptionView> {
-    if (input.mode === 'instant') {
-      throw new ApiError('invalid_request', 'Instant redemptions are not available on this service yet: redeem with mode queued', { field: 'mode' })
-    }
+    if (input.mode === 'instant') return this.instant.execute(orgId, input)
     if (input.quoteId !== undefined) throw invalid('quoteId', 'A queued redemption takes no quote (its price is the cycle\'s)')
     if (input.shares === undefined) throw invalid('shares', 'A queued redemption names the shares to redeem')
     const vault = await requireActiveVault(this.deps.vaults, input.vaultId)
