@@ -183,6 +183,10 @@ describe('subscriptions and deposit cycles', () => {
     expect((await app.ops('POST', '/ops/v1/vaults/core/unpause')).body.state).toBe('active')
     expect((await subscribe(alice, '10')).status).toBe(201)
     expect((await eventsOf(app, 'vault.paused')).map((row) => row.data)).toEqual([{ vaultId: 'core' }])
+    // Platform-wide: another organization's event log has it too.
+    const other = await app.createOrg('Other')
+    const log = await app.call('GET', '/v1/events?types=vault.paused', { key: other.testKey })
+    expect(log.body.events.map((event: any) => [event.type, event.data.vaultId])).toEqual([['vault.paused', 'core']])
     expect((await eventsOf(app, 'vault.unpaused')).map((row) => row.data)).toEqual([{ vaultId: 'core' }])
   })
 
