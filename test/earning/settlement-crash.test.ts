@@ -7,6 +7,8 @@ import { jsonClient, startServerProcess, type ServerProcess } from '../support/s
 
 const OPERATOR_TOKEN = 'crash-test-operator-token-0123456789abcdef'
 const ACCOUNTS = 40
+/** A fresh embedded database on disk is created and migrated at the first start, which a busy machine takes long over. */
+const START_TIMEOUT_MS = 120_000
 
 let database: TestDatabase | undefined
 let dataDir: string | undefined
@@ -39,7 +41,7 @@ test(`a settlement killed mid-transaction leaves the cycle untouched; settling a
     env.DATA_DIR = dataDir
   }
   // The first server dies by SIGKILL inside the settlement's transaction, its intents already moved in it.
-  server = await startServerProcess({ ...env, KASSA_TEST_CRASH_POINT: 'cycle-settlement' })
+  server = await startServerProcess({ ...env, KASSA_TEST_CRASH_POINT: 'cycle-settlement' }, { startTimeoutMs: START_TIMEOUT_MS })
   const base = () => server!.baseUrl
   const ops = jsonClient(base, OPERATOR_TOKEN)
   const org = (await ops('POST', '/ops/v1/orgs', { name: 'Settle crash' })).body
@@ -67,7 +69,7 @@ test(`a settlement killed mid-transaction leaves the cycle untouched; settling a
   await server.child.exited
   expect(server.child.signalCode).toBe('SIGKILL')
 
-  server = await startServerProcess(env)
+  server = await startServerProcess(env, { startTimeoutMs: START_TIMEOUT_MS })
   // Untouched: the close had committed before the settlement began, nothing of the settlement did.
   const after = (await ops('GET', '/ops/v1/vaults/crash/cycles')).body.cycles.find((row: any) => row.cycleId === cycle.cycleId)
   expect(after.state).toBe('closed')
