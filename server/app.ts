@@ -17,6 +17,8 @@ import { startPayments } from './modules/payments/service.ts'
 import { startHoldExpiry } from './modules/holds/service.ts'
 import { eventsOpsRoutes, eventsRoutes } from './modules/events/routes.ts'
 import { webhooksRoutes } from './modules/webhooks/routes.ts'
+import { createEarningModule } from './modules/earning/index.ts'
+import { createVaultsModule } from './modules/vaults/index.ts'
 import { startWebhookDelivery } from './modules/webhooks/worker.ts'
 import { quotesRoutes } from './modules/quotes/routes.ts'
 import { createOperatorModule } from './modules/operator/module.ts'
@@ -38,7 +40,7 @@ import { closeRuntime, createRuntime, type Runtime, type RuntimeOptions } from '
 
 const IDEMPOTENCY_PURGE_INTERVAL_MS = 15 * 60 * 1000
 
-export function buildApp(runtime: Runtime) {
+export async function buildApp(runtime: Runtime) {
   const idempotency = new IdempotencyStore(runtime.db, () => runtime.clock.wallNowMs(), ownersOf(runtime.database))
   const purge = setInterval(() => void idempotency.purgeExpired().catch(() => {}), IDEMPOTENCY_PURGE_INTERVAL_MS)
   purge.unref()
@@ -47,6 +49,22 @@ export function buildApp(runtime: Runtime) {
   const statements = createStatementsModule({ db: runtime.db, ledger: runtime.ledger, clock: runtime.clock, access, config: runtime.config })
   runtime.stoppers.unshift(() => statements.stop())
   const operator = createOperatorModule({ runtime, idempotency })
+  // Earning (vaults): the catalog and its venue, then the intents that settle in its cycles.
+  // Off (no routes) where no venue is configured: production until a venue adapter exists.
+  const vaults =
+    runtime.config.vaultVenue === 'sandbox' ? await createVaultsModule({ db: runtime.db, wallNowMs: () => runtime.clock.wallNowMs(), venue: 'sandbox', access }) : undefined
+  const earning =
+    vaults === undefined
+      ? undefined
+      : createEarningModule({
+          db: runtime.db,
+          ledger: runtime.ledger,
+          clock: runtime.clock,
+          vaults,
+          access,
+          workerIntervalMs: runtime.config.earningWorkerIntervalMs,
+          crashPoint: runtime.config.crashPoint,
+        })
   // Authorizations are answered in front of the app, before Elysia's router and request hooks,
   // the load shedder first: Bun's router sends them there (`serve.routes`, which a listening app
   // gives Bun beside Elysia's own), and what the front does not answer (a caller without a secret
@@ -68,10 +86,10 @@ export function buildApp(runtime: Runtime) {
     .use(assetsRoutes(access))
     .use(accountsRoutes(runtime, access))
     .use(ledgerOpsRoutes(runtime))
-    .use(balancesRoutes(runtime, access))
+    .use(balancesRoutes(runtime, access, earning?.allocations))
     .use(holdsRoutes(runtime, access))
     .use(transfersRoutes(runtime, access))
-    .use(quotesRoutes(runtime, access))
+    .use(quotesRoutes(runtime, access, earning?.quoteInstantRedeem))
     .use(paymentsRoutes(runtime, access, idempotency))
     .use(paymentsOpsRoutes(runtime))
     .use(depositsRoutes(runtime, access))
@@ -87,6 +105,11 @@ export function buildApp(runtime: Runtime) {
     .use(statements.publicRoutes)
     .use(sbt.routes)
     .use(operator.routes)
+  if (vaults !== undefined && earning !== undefined) {
+    app = app.use(vaults.routes).use(vaults.opsRoutes).use(earning.routes).use(earning.opsRoutes) as unknown as typeof app
+    earning.start()
+    runtime.stoppers.push(() => earning.stop())
+  }
   if (runtime.config.serviceEnv === 'sandbox') {
     app = app.use(sandboxRoutes(runtime, access)).use(sandboxFundingRoutes(runtime, access)).use(sandboxChainRoutes(runtime, access)) as unknown as typeof app
   }
@@ -96,10 +119,11 @@ export function buildApp(runtime: Runtime) {
   startWithdrawals(runtime)
   startChain(runtime)
   startDeposits(runtime)
-  return { app, handle: front.handle, statements, sbt }
+  return { app, handle: front.handle, statements, sbt, earning }
 }
 
-export type App = ReturnType<typeof buildApp>['app']
+export type App = Awaited<ReturnType<typeof buildApp>>['app']
+export type EarningModule = ReturnType<typeof createEarningModule>
 
 export interface Kassa {
   app: App
@@ -108,6 +132,8 @@ export interface Kassa {
   runtime: Runtime
   /** Sealed daily statements (its sealer's `runOnce()` is what tests drive). */
   statements: StatementsModule
+  /** Earning's services and its worker step (undefined when earning is off). */
+  earning: EarningModule | undefined
   /**
    * One request through the app as a listening server answers it, the load shedder in front
    * included (`app.handle` alone starts at Elysia's router, behind the shedder).
@@ -121,7 +147,7 @@ export async function createApp(config: Config, options: RuntimeOptions = {}): P
   const runtime = await createRuntime(config, options)
   // Payments own some holds; they must be known before the hold sweeper starts.
   await startPayments(runtime)
-  const { app, handle, statements, sbt } = buildApp(runtime)
+  const { app, handle, statements, sbt, earning } = await buildApp(runtime)
   await statements.start()
   // Delivery runs beside the request path and never inside it: requests only write events.
   await startWebhookDelivery(runtime)
@@ -130,6 +156,7 @@ export async function createApp(config: Config, options: RuntimeOptions = {}): P
     sbt,
     runtime,
     statements,
+    earning,
     handle: async (request) => handle(request),
     async close() {
       if (app.server) await app.stop()

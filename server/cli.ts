@@ -32,6 +32,15 @@ export const USAGE = `Usage: bun run cli <command>
   sbt tokens list | sbt tokens revoke <tokenId>
   sbt import <file.json|file.ndjson>          load campaigns, credentials, rewards, users, results, clicks, claims
   sbt farmable <campaignId>                   the campaign's credentials that enforce nothing
+  vaults list                                 the vault catalog with terms and buffers
+  vaults create <vaultId> --name <name> --min-subscription <amount> --min-redemption <shares>
+         [--asset USDC] [--payout direct|claimable] [--subscription-fee-bps N] [--instant-fee-bps N]
+         [--platform-fee-bps N] [--deposit-cycle-seconds N] [--redeem-cycle-seconds N]
+         [--instant-buffer <amount>] [--daily-rate <fraction>]
+  vaults pause|unpause <vaultId>              refuse or allow subscriptions and redemptions
+  vaults nav <vaultId> <price> [--daily-rate <fraction>]   set the sandbox venue's NAV
+  vaults cycles <vaultId>                     the vault's cycles, newest first
+  cycles close|settle|rollback <cycleId>      move a vault cycle on (repeating one changes nothing)
   help                                        this text
 
 Environment: KASSA_URL (default ${DEFAULT_URL}), OPERATOR_TOKEN (default: read from
@@ -181,9 +190,62 @@ export function planCall(argv: string[]): ApiCall {
     case 'sbt farmable':
       expectArguments(args, 1, 'sbt farmable <campaignId>')
       return { method: 'GET', path: `/ops/v1/sbt/campaigns/${segment(args[0]!)}/farmable` }
+    case 'vaults list':
+      expectArguments(args, 0, 'vaults list')
+      return { method: 'GET', path: '/ops/v1/vaults' }
+    case 'vaults create':
+      return planVaultCreate(args)
+    case 'vaults pause':
+    case 'vaults unpause':
+      expectArguments(args, 1, `vaults ${action} <vaultId>`)
+      return { method: 'POST', path: `/ops/v1/vaults/${segment(args[0]!)}/${action}` }
+    case 'vaults nav': {
+      const shape = 'vaults nav <vaultId> <price> [--daily-rate <fraction>]'
+      const [vaultId, price, ...rest] = args
+      if (vaultId === undefined || price === undefined || price.startsWith('--')) throw new UsageError(`expected: ${shape}`)
+      const options = readOptions(rest, ['--daily-rate'], shape)
+      const dailyRate = options.get('--daily-rate')
+      return { method: 'POST', path: `/ops/v1/vaults/${segment(vaultId)}/nav`, body: dailyRate === undefined ? { price } : { price, dailyRate } }
+    }
+    case 'vaults cycles':
+      expectArguments(args, 1, 'vaults cycles <vaultId>')
+      return { method: 'GET', path: `/ops/v1/vaults/${segment(args[0]!)}/cycles` }
+    case 'cycles close':
+    case 'cycles settle':
+    case 'cycles rollback':
+      expectArguments(args, 1, `cycles ${action} <cycleId>`)
+      return { method: 'POST', path: `/ops/v1/vault-cycles/${segment(args[0]!)}/${action}` }
     default:
       throw new UsageError(command === '' ? 'no command given' : `unknown command "${command}"`)
   }
+}
+
+const VAULT_CREATE_SHAPE = 'vaults create <vaultId> --name <name> --min-subscription <amount> --min-redemption <shares> [options]'
+
+/** `vaults create`: the options become the operator API's body; amounts stay decimal strings. */
+function planVaultCreate(args: string[]): ApiCall {
+  const [vaultId, ...rest] = args
+  if (vaultId === undefined || vaultId.startsWith('--')) throw new UsageError(`expected: ${VAULT_CREATE_SHAPE}`)
+  const text = { '--name': 'name', '--asset': 'asset', '--min-subscription': 'minSubscription', '--min-redemption': 'minRedemption', '--instant-buffer': 'instantBuffer', '--daily-rate': 'dailyRate' } as const
+  const numbers = {
+    '--subscription-fee-bps': 'subscriptionFeeBps',
+    '--instant-fee-bps': 'instantRedemptionFeeBps',
+    '--platform-fee-bps': 'platformFeeBps',
+    '--deposit-cycle-seconds': 'depositCycleSeconds',
+    '--redeem-cycle-seconds': 'redeemCycleSeconds',
+  } as const
+  const options = readOptions(rest, [...Object.keys(text), ...Object.keys(numbers), '--payout'], VAULT_CREATE_SHAPE)
+  const body: Record<string, unknown> = { vaultId, asset: 'USDC' }
+  for (const [option, field] of Object.entries(text)) {
+    if (!options.has(option)) continue
+    const value = options.get(option)
+    if (value === undefined || value === '') throw new UsageError(`${option} needs a value; expected: ${VAULT_CREATE_SHAPE}`)
+    body[field] = value
+  }
+  for (const [option, field] of Object.entries(numbers)) if (options.has(option)) body[field] = wholeNumber(options.get(option), option, 0)
+  if (options.has('--payout')) body.payoutMode = oneOf(options.get('--payout') ?? '', ['direct', 'claimable'] as const, '--payout')
+  for (const required of ['name', 'minSubscription', 'minRedemption']) if (body[required] === undefined) throw new UsageError(`expected: ${VAULT_CREATE_SHAPE}`)
+  return { method: 'POST', path: '/ops/v1/vaults', body }
 }
 
 function baseUrl(env: Environment): URL {

@@ -106,6 +106,16 @@ export interface Config {
   sbtReferralBaseUrl: string
   /** How long an issuer's Verify API (labelType 40) may take to answer (`SBT_VERIFY_TIMEOUT_MS`, default 5,000). */
   sbtVerifyTimeoutMs: number
+  /**
+   * Where earning (vaults) runs: `sandbox`, the venue simulator (sandbox only), or `off`. Production
+   * has no venue adapter yet, so it runs with earning off; asking for the sandbox venue there stops
+   * the start.
+   */
+  vaultVenue: 'sandbox' | 'off'
+  /** How often the earning worker syncs vault prices and runs cycle cadences; 0 turns it off. */
+  earningWorkerIntervalMs: number
+  /** Test-only: the process exits at this point of a cycle settlement (crash tests). */
+  crashPoint: string | undefined
 }
 
 /**
@@ -285,6 +295,9 @@ export function loadConfig(env: Environment = process.env): Config {
     sbtPort: readInteger(env, 'SBT_PORT', port === 0 ? 0 : port === 65535 ? 65534 : port + 1, 0, 65535),
     sbtReferralBaseUrl: readHttpUrl(env, 'SBT_REFERRAL_BASE_URL', 'http://localhost:3001'),
     sbtVerifyTimeoutMs: readInteger(env, 'SBT_VERIFY_TIMEOUT_MS', 5000, 100, 60_000),
+    vaultVenue: readChoice(env, 'VAULT_VENUE', ['sandbox', 'off'] as const, serviceEnv === 'sandbox' ? 'sandbox' : 'off'),
+    earningWorkerIntervalMs: readInteger(env, 'EARNING_WORKER_INTERVAL_MS', 60_000, 0, 86_400_000),
+    crashPoint: env.KASSA_TEST_CRASH_POINT === undefined || env.KASSA_TEST_CRASH_POINT === '' ? undefined : env.KASSA_TEST_CRASH_POINT,
   }
   if (config.testExitAfterCommit > 0 && serviceEnv !== 'sandbox') {
     throw new ConfigError('KASSA_TEST_EXIT_AFTER_COMMIT is a test switch: it is honoured only with SERVICE_ENV=sandbox')
@@ -318,6 +331,8 @@ export function assertProductionSafe(config: Config): void {
   if (config.operatorToken === undefined) problems.push('OPERATOR_TOKEN is required (it is generated only in sandbox)')
   if (config.allowLoopbackWebhooks) problems.push('ALLOW_LOOPBACK_WEBHOOKS is a test-only setting')
   if (config.depositKeySeedHex === SANDBOX_DEPOSIT_KEY_SEED_HEX) problems.push('DEPOSIT_KEY_SEED is required (the sandbox seed is public)')
+  if (config.vaultVenue === 'sandbox') problems.push('VAULT_VENUE=sandbox is the venue simulator; production earning needs a venue adapter, which this build does not have (leave VAULT_VENUE unset or off)')
+  if (config.crashPoint !== undefined) problems.push('KASSA_TEST_CRASH_POINT is a test-only setting')
   if (config.webhookCaFile !== undefined) problems.push('WEBHOOK_CA_FILE is a test-only setting (receivers must use publicly trusted certificates)')
   if (problems.length > 0) {
     throw new ConfigError(`production refuses to start: ${problems.join('; ')}`)
@@ -357,6 +372,9 @@ export function configForTests(overrides: Partial<Config> = {}): Config {
     sbtPort: 0,
     sbtReferralBaseUrl: 'https://app.example.test',
     sbtVerifyTimeoutMs: 2000,
+    vaultVenue: overrides.serviceEnv === 'production' ? 'off' : 'sandbox',
+    earningWorkerIntervalMs: 0,
+    crashPoint: undefined,
     ...overrides,
   }
 }

@@ -139,8 +139,11 @@ export const quotes = pgTable(
   {
     id: text('id').primaryKey(),
     orgId: text('org_id').notNull(),
-    kind: text('kind', { enum: ['withdrawal'] }).notNull(),
+    kind: text('kind', { enum: ['withdrawal', 'instant_redeem'] }).notNull(),
     accountId: text('account_id').notNull(),
+    /** instant_redeem: the vault and the shares quoted (amount is then the net proceeds, totalDebited their gross value). */
+    vaultId: text('vault_id'),
+    shares: money('shares'),
     asset: text('asset').notNull(),
     amount: money('amount').notNull(),
     networkFee: money('network_fee').notNull(),

@@ -18,6 +18,13 @@ export const SYSTEM_ACCOUNTS = {
 
 const MAY_GO_NEGATIVE: ReadonlySet<string> = new Set([SYSTEM_ACCOUNTS.faucet, SYSTEM_ACCOUNTS.chainClearing])
 
+/**
+ * Counterparty accounts stand for the world outside the organization's ledger (an investment
+ * venue's custody, the issuer of a vault's shares): value enters and leaves through them, so, like
+ * the faucet and chain clearing, they run negative by design. A module names its own below this prefix.
+ */
+export const COUNTERPARTY_PREFIX = 'system:counterparty:'
+
 /** One leg of a movement. System accounts have a single bucket, `available`. */
 export interface Posting {
   accountId: string
@@ -91,7 +98,7 @@ export function assertZeroSum(postings: readonly Posting[]): void {
 }
 
 function mayGoNegative(delta: BalanceDelta): boolean {
-  return delta.kind === 'system' && MAY_GO_NEGATIVE.has(delta.accountId)
+  return delta.kind === 'system' && (MAY_GO_NEGATIVE.has(delta.accountId) || delta.accountId.startsWith(COUNTERPARTY_PREFIX))
 }
 
 /** Only the fields a hot balance keeps (a database row carries more, such as `updatedAt`). */

@@ -1,15 +1,15 @@
 import { and, eq, ne, or } from 'drizzle-orm'
 import type { Database } from '../../db/client.ts'
 import { holds, ledgerBalances } from '../../db/schema/index.ts'
-import { AssertionError } from '../lib/assert.ts'
+import { assert, AssertionError } from '../lib/assert.ts'
 import { ApiError } from '../lib/errors.ts'
 import type { AssetCode } from '../lib/assets.ts'
 import { AccountDirectory } from './accounts.ts'
-import { assertZeroSum, deltasOf, HotBalances, type HotBalance } from './hot-balances.ts'
+import { assertZeroSum, deltasOf, HotBalances, type BalanceDelta, type HotBalance } from './hot-balances.ts'
 import { assertReservationRecord } from './journal.ts'
 import { newPendingHold, PendingHolds, type PendingHold } from './pending-holds.ts'
 import { DEFAULT_ASSET_POLICIES, type AssetPolicy } from './policy.ts'
-import { GroupCommitWriter, type LedgerOperation } from './writer.ts'
+import { GroupCommitWriter, type GuardedWrite, type LedgerOperation } from './writer.ts'
 
 export type { PendingHold }
 
@@ -117,6 +117,34 @@ export class Ledger {
     this.balances.applyKeyed(deltas)
     op.reserve?.()
     return this.writer.enqueue(op, deltas)
+  }
+
+  /**
+   * Commits several operations (of one or several organizations) as ONE database transaction, all
+   * or nothing, with `guardedWrites` run first on it: a cycle's settlement, whose intents belong to
+   * many organizations and must settle together or not at all. Decided and reserved in memory in
+   * this synchronous step like `submit`; if a guarded write answers false, everything is undone and
+   * the promise rejects with its refusal. The bundle commits on a connection of its own, beside the
+   * writer's batches and not in their queue (`GroupCommitWriter.commitAside`), so requests keep
+   * committing while it runs; its operations carry no idempotency record.
+   */
+  submitBundle(ops: LedgerOperation[], guardedWrites: GuardedWrite[]): Promise<void> {
+    assert(ops.length > 0, 'a bundle has at least one operation')
+    assert(guardedWrites.length > 0, 'a bundle has a guarded write that decides whether it commits')
+    const deltas = new Map<string, BalanceDelta>()
+    for (const op of ops) {
+      assert(op.recordedByPayment !== true && op.idempotencyRecord === undefined && op.guardedWrites === undefined, 'a bundled operation is a plain movement')
+      assertZeroSum(op.postings)
+      deltasOf(op.orgId, op.postings, 1n, deltas)
+    }
+    const overdraft = this.balances.overdraftIn(deltas)
+    if (overdraft) {
+      if (overdraft.bucket !== 'available') throw new AssertionError(`bundle would take ${overdraft.bucket} of ${overdraft.accountId} below zero`)
+      throw new ApiError('insufficient_available', `Available ${overdraft.asset} of ${overdraft.accountId} does not cover this operation`)
+    }
+    this.balances.applyKeyed(deltas)
+    for (const op of ops) op.reserve?.()
+    return this.writer.commitAside(ops, guardedWrites, deltas)
   }
 
   /**

@@ -20,8 +20,9 @@ const PROBLEMS_MAX = 100
  * Proves the ledger over the whole database, from the immutable postings (the legs of every
  * movement, the reservations their payments record included: `journal.ts`) up: each balance row
  * equals the sum of its postings, per bucket; every stored movement sums to
- * zero per asset; and every row keeps `total = available + held + inFlight + Σ allocations` (no
- * allocations exist until vaults do, so that sum is zero). Runs in one repeatable-read snapshot so
+ * zero per asset (vault shares are assets of their own, so they are proven the same way); and every
+ * row keeps `total = available + held + inFlight` (allocations are share rows valued at read time,
+ * added to the asset's total by the balances endpoint). Runs in one repeatable-read snapshot so
  * concurrent commits cannot skew it.
  */
 export async function verifyLedger(db: Database): Promise<VerifyReport> {

@@ -10,7 +10,7 @@ import { logFailure } from '../lib/log.ts'
 import { LatencyHistogram } from '../lib/histogram.ts'
 import { Pace } from '../lib/pace.ts'
 import { claimParts, IdempotencyKeyTaken, NOT_LOST, recordId } from '../platform/idempotency.ts'
-import { balanceKey, type BalanceDelta, type HotBalance, type HotBalances, type Posting } from './hot-balances.ts'
+import { balanceKey, deltasOf, type BalanceDelta, type HotBalance, type HotBalances, type Posting } from './hot-balances.ts'
 
 export type HoldRow = typeof holds.$inferInsert
 export type TransferRow = typeof transfers.$inferInsert
@@ -140,6 +140,23 @@ interface Queued {
   reject: (error: unknown) => void
 }
 
+/** Operations of a bundle written per statement of its transaction (`commitAside`). */
+const ASIDE_OPERATIONS_PER_STATEMENT = 1
+
+/** A bundle's guarded write answered false (`commitAside`): rolled back, refused with `refusal`. */
+class GuardRefusal extends Error {
+  constructor(readonly refusal: ApiError) {
+    super('guarded write refused')
+  }
+}
+
+/** The summed deltas of a bundle's operations, one per balance. */
+function asideDeltas(ops: LedgerOperation[]): Map<string, BalanceDelta> {
+  const into = new Map<string, BalanceDelta>()
+  for (const op of ops) deltasOf(op.orgId, op.postings, 1n, into)
+  return into
+}
+
 /** The operation was withdrawn before it was written: nothing of it was applied. */
 export class OperationWithdrawn extends Error {
   constructor() {
@@ -196,6 +213,9 @@ interface Flight {
   keyTaken: Queued[]
   /** Given up by a failure of an earlier batch: already undone and rejected, its answer is ignored. */
   abandoned: boolean
+  /** `asideGeneration` when it was sent, and whether a bundle was committing aside then. */
+  asideGeneration?: number
+  asideActive?: boolean
   /** Its answer, once its promise settled; handled when every batch sent before it has been. */
   answer?: { rows: Array<Record<string, string | null>> | undefined; error: unknown }
 }
@@ -322,6 +342,14 @@ export class GroupCommitWriter {
   private reconciling = false
   /** Due when the oldest batch in flight would count as stuck (see `watchStalls`). */
   private stallWatch: ReturnType<typeof setTimeout> | undefined
+  /** Deltas of bundles committing beside the batches (`commitAside`), reserved in memory and not yet in Postgres. */
+  private readonly aside = new Set<Map<string, BalanceDelta>>()
+  /**
+   * Moves whenever a bundle starts or ends committing aside. A batch whose flight overlapped one
+   * cannot tell whether the database rows it read back include that bundle's deltas, so its
+   * commit-point check is skipped (verify still proves the ledger); reconciliation waits for them.
+   */
+  private asideGeneration = 0
 
   constructor(
     private readonly db: Database,
@@ -340,6 +368,51 @@ export class GroupCommitWriter {
       this.waiting.set(op, item)
       this.pump()
     })
+  }
+
+  /**
+   * Commits a bundle (`Ledger.submitBundle`), its deltas already reserved in memory, as one
+   * transaction of its own on the shared pool (`db`), beside the batches and not through their
+   * queue: a settlement of many thousand operations must not hold the request path's writes behind
+   * it. Balances are written by adding deltas, so its commit and the batches' commute; while it is
+   * on its way its deltas count as pending at every commit point. Its guarded writes run first; one
+   * answering false rolls it back and it rejects with that write's refusal. A failure undoes its
+   * reservation and has the balances it touched read back before the writer sends again.
+   */
+  async commitAside(ops: LedgerOperation[], guardedWrites: GuardedWrite[], deltas: Map<string, BalanceDelta>): Promise<void> {
+    this.aside.add(deltas)
+    this.asideGeneration += 1
+    try {
+      await this.db.transaction(async (tx) => {
+        for (const guarded of guardedWrites) if (!(await guarded.write(tx))) throw new GuardRefusal(guarded.refusal())
+        const flight: Flight = { batch: [], seq: 0, sentAt: performance.now(), behind: 0, keyTaken: [], abandoned: false }
+        // A few operations per statement: each statement is built while the previous one runs in
+        // Postgres, never the whole bundle in one synchronous step of this thread.
+        for (let from = 0; from < ops.length; from += ASIDE_OPERATIONS_PER_STATEMENT) {
+          await queryText(tx, this.batchStatement(flight, ops.slice(from, from + ASIDE_OPERATIONS_PER_STATEMENT)))
+        }
+      })
+    } catch (error) {
+      this.aside.delete(deltas)
+      this.asideGeneration += 1
+      this.balances.apply([...deltas.values()].map((delta) => ({ ...delta, available: -delta.available, held: -delta.held, inFlight: -delta.inFlight })))
+      for (const op of [...ops].reverse()) op.revert?.()
+      if (error instanceof GuardRefusal) throw error.refusal
+      // Whatever was decided against the reservation meanwhile is judged again against Postgres.
+      const touched = this.recovering ?? new Map<string, BalanceDelta>()
+      for (const [key, delta] of deltas) touched.set(key, delta)
+      this.recovering = touched
+      this.pump()
+      throw new CommitFailedError(error)
+    }
+    this.aside.delete(deltas)
+    this.asideGeneration += 1
+    // Its rows were read back while batches may have committed beside it: no commit-point check
+    // here (see `asideGeneration`); verify proves the ledger. A reconciliation waiting for it may go.
+    this.pump()
+    const now = performance.now()
+    const timing: BatchTiming = { sentAt: now, committedAt: now, operations: ops.length, behind: 0 }
+    for (const op of ops) op.committed?.(timing, now)
   }
 
   /** See `Ledger.withdraw`. */
@@ -490,7 +563,8 @@ export class GroupCommitWriter {
     try {
       while (!this.exclusive) {
         if (this.recovering !== undefined || this.resyncs.length > 0) {
-          if (this.inFlight.length === 0) void this.runExclusive(() => this.reconcile())
+          // Read back only with nothing on its way, bundles committing aside included.
+          if (this.inFlight.length === 0 && this.aside.size === 0) void this.runExclusive(() => this.reconcile())
           break
         }
         const head = this.firstLive()
@@ -553,7 +627,7 @@ export class GroupCommitWriter {
 
   /** Sends a batch as one pipelined statement; its answer is handled in order by `answered`. */
   private send(batch: Queued[]): void {
-    const flight: Flight = { batch, seq: this.guard.seq + 1, sentAt: performance.now(), behind: this.inFlight.length, keyTaken: this.separateDuplicateClaims(batch), abandoned: false }
+    const flight: Flight = { batch, seq: this.guard.seq + 1, sentAt: performance.now(), behind: this.inFlight.length, keyTaken: this.separateDuplicateClaims(batch), abandoned: false, asideGeneration: this.asideGeneration, asideActive: this.aside.size > 0 }
     let statement: TextStatement
     try {
       statement = this.batchStatement(flight)
@@ -614,7 +688,7 @@ export class GroupCommitWriter {
     const { batch } = flight
     const lost = batch.filter((_, index) => result.lostOps.has(index))
     for (const item of [...lost].reverse()) this.undo(item)
-    this.checkCommitPoint(result.written)
+    if (!flight.asideActive && flight.asideGeneration === this.asideGeneration) this.checkCommitPoint(result.written)
     const now = performance.now()
     const latencyMs = now - flight.sentAt
     this.recordPace(batch.length - lost.length, latencyMs, now - Math.max(flight.sentAt, this.lastAnsweredAt))
@@ -726,7 +800,7 @@ export class GroupCommitWriter {
   private async sendGuarded(): Promise<void> {
     const batch = this.takeBatch(true)
     if (batch.length === 0) return
-    const flight: Flight = { batch, seq: this.guard.seq + 1, sentAt: performance.now(), behind: this.inFlight.length, keyTaken: this.separateDuplicateClaims(batch), abandoned: false }
+    const flight: Flight = { batch, seq: this.guard.seq + 1, sentAt: performance.now(), behind: this.inFlight.length, keyTaken: this.separateDuplicateClaims(batch), abandoned: false, asideGeneration: this.asideGeneration, asideActive: this.aside.size > 0 }
     this.recordQueueWait(flight)
     let result: BatchResult
     try {
@@ -826,8 +900,8 @@ export class GroupCommitWriter {
    * it or the statement refuses itself. Operations whose idempotency claim finds the key held are
    * left out of every part and reported back.
    */
-  private batchStatement(flight: Flight): TextStatement {
-    const ops = flight.batch.map((item) => item.op)
+  private batchStatement(flight: Flight, asideOps?: LedgerOperation[]): TextStatement {
+    const ops = asideOps ?? flight.batch.map((item) => item.op)
     const claims = rowsOf(ops, (op) => (op.idempotencyRecord ? [op.idempotencyRecord] : undefined))
     const filtered = claims.length > 0
     const values: Record<string, unknown> = {
@@ -836,7 +910,7 @@ export class GroupCommitWriter {
     const parts: string[] = []
     // What decides the statement's text, each a string built once and reused: the text is looked up
     // by these, and assembled from `parts` only the first time.
-    const key: string[] = [filtered ? 'filtered' : 'unfiltered']
+    const key: string[] = [filtered ? 'filtered' : 'unfiltered', asideOps === undefined ? 'ordered' : 'aside']
     const add = <Table extends PgTable>(name: string, table: Table, entries: Array<{ row: Table['$inferInsert']; op: number }>, tail?: string) => {
       if (entries.length === 0) return
       const part = insertFromJson(
@@ -855,7 +929,9 @@ export class GroupCommitWriter {
       key.push(claimed.text)
       parts.push(...claimed.parts)
     }
-    parts.push(
+    // A bundle committed aside is not in the writer's order: its guard always passes.
+    if (asideOps !== undefined) parts.push('guard as (select 1 as seq)')
+    else parts.push(
       `guard as (insert into ledger_writer_sequences (writer_id, seq, updated_at)
         select j ->> 'writer', (j ->> 'seq')::bigint, (j ->> 'at')::timestamptz from input
         on conflict (writer_id) do update set seq = excluded.seq, updated_at = excluded.updated_at
@@ -863,7 +939,7 @@ export class GroupCommitWriter {
         returning seq)`,
     )
     add('movements', ledgerMovements, movementRows(ops))
-    values.balances = this.balanceDeltas(flight.batch, filtered)
+    values.balances = asideOps === undefined ? this.balanceDeltas(flight.batch, filtered) : this.balanceDeltas([{ deltas: asideDeltas(asideOps) }], false)
     parts.push(filtered ? BALANCE_DELTAS_PER_OPERATION : BALANCE_DELTAS)
     parts.push(BALANCE_WRITES)
     add('holds', holds, lastStatePerId(rowsOf(ops, (op) => op.holds)), HOLD_TAIL)
@@ -911,7 +987,7 @@ union all select 'refused', kassa_refuse('ledger writer: batch ' || (select j ->
   }
 
   /** The batch's balance deltas: summed per balance, or per operation when claims may leave some out. */
-  private balanceDeltas(batch: Queued[], perOperation: boolean): Array<Record<string, unknown>> {
+  private balanceDeltas(batch: Array<Pick<Queued, 'deltas'>>, perOperation: boolean): Array<Record<string, unknown>> {
     const toRow = (delta: BalanceDelta, op?: number) => ({
       org_id: delta.orgId,
       account_id: delta.accountId,

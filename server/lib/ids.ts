@@ -25,6 +25,8 @@ export type IdKind =
   | 'stmt'
   | 'sbtk'
   | 'opa'
+  | 'rec'
+  | 'vcy'
 
 export function newId<K extends IdKind>(kind: K): `${K}_${string}` {
   // The UUID's 16 bytes spelled in hex in one native step: a flat string, where taking the dashes

@@ -10,7 +10,7 @@ export interface LedgerFixture {
   call(method: string, path: string, body?: unknown): Promise<TestResponse>
   mint(externalId: string): Promise<string>
   fund(accountId: string, amount: string, asset?: string): Promise<void>
-  balance(accountId: string, asset?: string): Promise<{ total: string; available: string; held: string; inFlight: string }>
+  balance(accountId: string, asset?: string): Promise<{ total: string; available: string; held: string; inFlight: string; allocations: Array<{ vaultId: string; shares: string; value: string }> }>
 }
 
 export async function ledgerFixture(app: TestApp, name = 'Ledger Org'): Promise<LedgerFixture> {

@@ -52,7 +52,8 @@ export function spawnServerProcess(env: Record<string, string>): Subprocess<'ign
  * where a late event loop would otherwise shed some of their authorizations with 429 (seen once in
  * CI in the payments crash test). Shedding has its own tests.
  */
-export async function startServerProcess(env: Record<string, string>): Promise<ServerProcess> {
+export async function startServerProcess(env: Record<string, string>, options: { startTimeoutMs?: number } = {}): Promise<ServerProcess> {
+  const startTimeoutMs = options.startTimeoutMs ?? START_TIMEOUT_MS
   const child = spawnServerProcess(env)
   const chunks: string[] = []
   const output = () => chunks.join('')
@@ -82,7 +83,7 @@ export async function startServerProcess(env: Record<string, string>): Promise<S
   })().catch(rejectListening)
   let timer: ReturnType<typeof setTimeout> | undefined
   const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`the server did not start within ${START_TIMEOUT_MS} ms:\n${output()}`)), START_TIMEOUT_MS)
+    timer = setTimeout(() => reject(new Error(`the server did not start within ${startTimeoutMs} ms:\n${output()}`)), startTimeoutMs)
   })
   let baseUrl: string
   try {

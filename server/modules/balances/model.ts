@@ -6,7 +6,8 @@ export const RequestAmount = t.String({ maxLength: 40, examples: ['12.50'], desc
 
 export const Allocation = t.Object({
   vaultId: t.String(),
-  value: DecimalAmount,
+  shares: t.String({ description: 'Shares held in the vault (free and locked for redemption)' }),
+  value: t.String({ description: 'The shares at the vault\'s current price, rounded down' }),
 })
 
 export const Balance = t.Object(
@@ -16,7 +17,7 @@ export const Balance = t.Object(
     available: DecimalAmount,
     held: DecimalAmount,
     inFlight: DecimalAmount,
-    allocations: t.Array(Allocation, { description: 'Value placed in vaults; empty until earning is used' }),
+    allocations: t.Array(Allocation, { description: 'Positions in vaults of this asset' }),
   },
   { title: 'Balance', description: 'Invariant: total = available + held + inFlight + sum(allocations.value)' },
 )

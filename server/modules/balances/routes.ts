@@ -8,16 +8,16 @@ import { AccountBalances, FundBody, Funding } from './model.ts'
 import * as service from './service.ts'
 
 
-export function balancesRoutes(runtime: Runtime, access: AccessPlugin) {
+export function balancesRoutes(runtime: Runtime, access: AccessPlugin, allocations?: service.AllocationSource) {
   return new Elysia({ name: 'kassa/balances', prefix: '/v1' })
     .use(access)
-    .get('/accounts/:id/balances', ({ params, principal }) => service.getBalances(runtime, principal.orgId, params.id), {
+    .get('/accounts/:id/balances', ({ params, principal }) => service.getBalances(runtime, principal.orgId, params.id, allocations), {
       access: 'secret',
       params: IdParams,
       response: AccountBalances,
       detail: apiDoc('Read an account\'s balances', 'Balances', {
         description:
-          'One entry per supported asset. Always total = available + held + inFlight + sum(allocations.value). Held is reserved by pending holds.',
+          'One entry per supported asset. Always total = available + held + inFlight + sum(allocations.value). Held is reserved by pending holds; inFlight carries subscriptions waiting for their cycle and claimable redemption proceeds; allocations are vault positions valued at the current share price, rounded down.',
       }),
     })
 }

@@ -12,22 +12,38 @@ import type { BalanceView, FundInput, FundingView } from './model.ts'
 /** Sandbox funding is for testing flows, not for minting fortunes: one credit is at most this. */
 const FUNDING_MAX_MINOR = 10_000_000n * 1_000_000n
 
-export function toBalanceView(info: AssetInfo, row: HotBalance | undefined): BalanceView {
+/** An account's position in a vault, valued at the vault's current price (rounded down). */
+export interface AllocationValue {
+  vaultId: string
+  shares: bigint
+  value: bigint
+}
+
+/** Where allocations come from (earning); none when earning is off. */
+export type AllocationSource = (orgId: string, accountId: string, asset: string) => Promise<AllocationValue[]>
+
+export function toBalanceView(info: AssetInfo, row: HotBalance | undefined, allocations: AllocationValue[] = []): BalanceView {
   const format = (value: bigint | undefined) => formatAmount(value ?? 0n, info.decimals)
+  const allocated = allocations.reduce((sum, allocation) => sum + allocation.value, 0n)
   return {
     asset: info.asset,
-    total: format(row?.total),
+    total: format((row?.total ?? 0n) + allocated),
     available: format(row?.available),
     held: format(row?.held),
     inFlight: format(row?.inFlight),
-    allocations: [],
+    allocations: allocations.map((allocation) => ({ vaultId: allocation.vaultId, shares: format(allocation.shares), value: format(allocation.value) })),
   }
 }
 
 /** Served from memory: what has committed plus reservations already granted. */
-export async function getBalances(runtime: Runtime, orgId: string, accountId: string): Promise<{ accountId: string; balances: BalanceView[] }> {
+export async function getBalances(runtime: Runtime, orgId: string, accountId: string, allocations?: AllocationSource): Promise<{ accountId: string; balances: BalanceView[] }> {
   await runtime.ledger.accounts.require(orgId, accountId)
-  return { accountId, balances: ASSETS.map((info) => toBalanceView(info, runtime.ledger.balance(orgId, accountId, info.asset))) }
+  const balances: BalanceView[] = []
+  for (const info of ASSETS) {
+    const positions = allocations === undefined ? [] : await allocations(orgId, accountId, info.asset)
+    balances.push(toBalanceView(info, runtime.ledger.balance(orgId, accountId, info.asset), positions))
+  }
+  return { accountId, balances }
 }
 
 /** Credits an account from the organization's sandbox faucet, through the same ledger as everything else. */

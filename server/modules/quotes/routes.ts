@@ -7,19 +7,19 @@ import { CreateQuoteBody, Quote } from './model.ts'
 import * as service from './service.ts'
 
 
-export function quotesRoutes(runtime: Runtime, access: AccessPlugin) {
+export function quotesRoutes(runtime: Runtime, access: AccessPlugin, instantRedeem?: service.InstantRedeemQuoter) {
   return new Elysia({ name: 'kassa/quotes', prefix: '/v1' })
     .use(access)
     .post(
       '/quotes',
-      (context) => context.answerInCommit(context, 201, () => service.createQuote(runtime, context.principal.orgId, context.body)),
+      (context) => context.answerInCommit(context, 201, () => service.createQuote(runtime, context.principal.orgId, context.body, instantRedeem)),
       {
         access: { level: 'secret', idempotency: 'commit' },
         body: CreateQuoteBody,
         response: { 201: Quote },
-        detail: apiDoc('Quote a withdrawal', 'Quotes', {
+        detail: apiDoc('Quote a withdrawal or an instant redemption', 'Quotes', {
           description:
-            'All-in and itemized (network fee and service fee), with an expiry on the organization\'s clock. Executable once: a withdrawal naming it after expiry is quote_expired, a second one quote_consumed.',
+            'All-in and itemized (network fee and service fee), with an expiry on the organization\'s clock. Executable once: a withdrawal (or an instant redemption) naming it after expiry is quote_expired, a second one quote_consumed. kind instant_redeem (accountId, vaultId, shares): the shares\' value at the vault\'s current price rounded down (totalDebited), the instant-redemption fee rounded up (fees.service) and what reaches available (amount); stale_price, min_amount, insufficient_available (shares) and limit_exceeded (the vault\'s instant buffer cannot cover it) as for the redemption itself.',
         }),
       },
     )

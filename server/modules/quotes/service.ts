@@ -6,7 +6,7 @@ import { newId } from '../../lib/ids.ts'
 import { formatAmount, parseAmount } from '../../lib/money.ts'
 import type { Runtime } from '../../runtime.ts'
 import { findAsset, requireAsset } from '../../lib/assets.ts'
-import type { CreateQuoteInput, QuoteView } from './model.ts'
+import type { CreateInstantRedeemQuoteInput, CreateQuoteInput, QuoteView } from './model.ts'
 import * as repo from './repo.ts'
 
 export function toQuoteView(row: repo.QuoteRecord, now: Date): QuoteView {
@@ -22,13 +22,51 @@ export function toQuoteView(row: repo.QuoteRecord, now: Date): QuoteView {
     fees: { network: format(row.networkFee), service: format(row.serviceFee) },
     totalDebited: format(row.totalDebited),
     state: expired ? 'expired' : row.state,
+    ...(row.kind === 'instant_redeem' ? { vaultId: row.vaultId!, shares: format(row.shares!) } : {}),
     expiresAt: row.expiresAt.toISOString(),
     createdAt: row.createdAt.toISOString(),
   }
 }
 
-/** An all-in, itemized price for a withdrawal, executable once before it expires. */
-export async function createQuote(runtime: Runtime, orgId: string, input: CreateQuoteInput): Promise<QuoteView> {
+/** What an instant redemption of some shares would pay, priced by earning (`InstantRedeemQuoter`). */
+export interface InstantRedeemPrice {
+  accountId: string
+  vaultId: string
+  asset: string
+  shares: bigint
+  /** The shares' value at the current price, rounded down. */
+  grossMinor: bigint
+  feeMinor: bigint
+  netMinor: bigint
+}
+
+/** Prices an instant redemption (earning provides it; absent when earning is off). */
+export type InstantRedeemQuoter = (orgId: string, input: CreateInstantRedeemQuoteInput) => Promise<InstantRedeemPrice>
+
+/** An all-in, itemized price for a withdrawal or an instant redemption, executable once before it expires. */
+export async function createQuote(runtime: Runtime, orgId: string, input: CreateQuoteInput, instantRedeem?: InstantRedeemQuoter): Promise<QuoteView> {
+  if (input.kind === 'instant_redeem') {
+    if (instantRedeem === undefined) throw new ApiError('invalid_request', 'Earning is not available on this service', { field: 'kind' })
+    const priced = await instantRedeem(orgId, input)
+    const now = runtime.clock.now(orgId)
+    const row = await repo.insertQuote(runtime.db, {
+      id: newId('qt'),
+      orgId,
+      kind: 'instant_redeem',
+      accountId: priced.accountId,
+      asset: priced.asset,
+      amount: priced.netMinor,
+      networkFee: 0n,
+      serviceFee: priced.feeMinor,
+      totalDebited: priced.grossMinor,
+      vaultId: priced.vaultId,
+      shares: priced.shares,
+      state: 'open',
+      expiresAt: new Date(now.getTime() + runtime.ledger.policy(requireAsset(priced.asset).asset).quoteLifetimeSeconds * 1000),
+      createdAt: now,
+    })
+    return toQuoteView(row, now)
+  }
   const info = requireAsset(input.asset)
   const amountMinor = parseAmount(input.amount, info.decimals, 'amount')
   const policy = runtime.ledger.policy(info.asset)

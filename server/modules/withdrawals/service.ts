@@ -127,6 +127,7 @@ export async function createWithdrawal(runtime: Runtime, principal: Principal, i
   if (entry.accountId !== account.id) throw invalid('allowlistEntryId', `Allowlist entry ${entry.id} belongs to another account`)
   const quote = await findQuote(runtime.db, orgId, input.quoteId)
   if (!quote) throw new ApiError('not_found', 'No such quote', { field: 'quoteId' })
+  if (quote.kind !== 'withdrawal') throw invalid('quoteId', `Quote ${quote.id} is a ${quote.kind} quote, not a withdrawal quote`)
   if (quote.accountId !== account.id) throw invalid('quoteId', `Quote ${quote.id} was made for another account`)
   const info = requireAsset(quote.asset, 'quoteId')
   if (info.network !== entry.network) throw invalid('allowlistEntryId', `The quote is for ${info.asset} on ${info.network}; allowlist entry ${entry.id} is on ${entry.network}`)

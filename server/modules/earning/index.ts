@@ -1,0 +1,74 @@
+import type { Database } from '../../../db/client.ts'
+import type { Ledger } from '../../ledger/ledger.ts'
+import type { AccessPlugin } from '../../platform/access.ts'
+import { requireAsset } from '../../lib/assets.ts'
+import type { Clock } from '../clock/clock.ts'
+import * as vaultsRepo from '../vaults/repo.ts'
+import type { VaultsModule } from '../vaults/index.ts'
+import { Cycles, toCycleView } from './cycles.ts'
+import { allocationSource } from './positions.ts'
+import { InstantRedemptions } from './instant.ts'
+import { Redemptions } from './redemptions.ts'
+import { earningOpsRoutes, earningRoutes } from './routes.ts'
+import { Subscriptions } from './subscriptions.ts'
+
+export interface EarningModuleDeps {
+  db: Database
+  ledger: Ledger
+  /** The organizations' clocks (intents' times). */
+  clock: Clock
+  vaults: VaultsModule
+  access: AccessPlugin
+  /** How often the worker syncs prices and runs the cycle cadence; 0 for never (tests call runOnce). */
+  workerIntervalMs: number
+  crashPoint: string | undefined
+}
+
+const CYCLES_LISTED_MAX = 100
+
+/** Subscriptions, redemptions, claims and the cycles that settle them. */
+export function createEarningModule(deps: EarningModuleDeps) {
+  const { catalog, venue } = deps.vaults
+  const intentDeps = { db: deps.db, ledger: deps.ledger, clock: deps.clock, vaults: catalog }
+  const subscriptions = new Subscriptions(intentDeps)
+  const instant = new InstantRedemptions(intentDeps)
+  const redemptions = new Redemptions(intentDeps, instant)
+  const cycles = new Cycles({ db: deps.db, ledger: deps.ledger, vaults: catalog, venue, crashPoint: deps.crashPoint })
+  const listCycles = async (vaultId: string) => {
+    const vault = await catalog.require(vaultId)
+    const decimals = requireAsset(vault.asset).decimals
+    return (await vaultsRepo.listCycles(deps.db, vaultId, CYCLES_LISTED_MAX)).map((row) => toCycleView(row, decimals))
+  }
+  /** One pass of the worker: prices from the venue, then cycles whose cadence elapsed. */
+  const runOnce = async () => {
+    await catalog.syncPrices()
+    return cycles.runOnce()
+  }
+  let timer: ReturnType<typeof setInterval> | undefined
+  let running = false
+  return {
+    subscriptions,
+    redemptions,
+    cycles,
+    runOnce,
+    allocations: allocationSource(deps.ledger, catalog),
+    /** Prices instant_redeem quotes (POST /v1/quotes). */
+    quoteInstantRedeem: (orgId: string, input: Parameters<InstantRedemptions['price']>[1]) => instant.price(orgId, input),
+    routes: earningRoutes(subscriptions, redemptions, deps.access),
+    opsRoutes: earningOpsRoutes(cycles, listCycles),
+    start() {
+      if (deps.workerIntervalMs <= 0) return
+      timer = setInterval(() => {
+        if (running) return
+        running = true
+        runOnce()
+          .catch((error) => console.error('earning: worker pass failed; the next pass retries', error))
+          .finally(() => (running = false))
+      }, deps.workerIntervalMs)
+      timer.unref?.()
+    },
+    stop() {
+      if (timer) clearInterval(timer)
+    },
+  }
+}

@@ -1,0 +1,113 @@
+import { Elysia, t } from 'elysia'
+import { IdParams } from '../../lib/params.ts'
+import type { AccessPlugin } from '../../platform/access.ts'
+import { apiDoc } from '../../platform/openapi.ts'
+import type { Cycles } from './cycles.ts'
+import { CancelSubscriptionBody, Claim, CreateClaimBody, CreateRedemptionBody, CreateSubscriptionBody, Cycle, Redemption, Subscription } from './model.ts'
+import type { Redemptions } from './redemptions.ts'
+import type { Subscriptions } from './subscriptions.ts'
+
+const ops = (summary: string, description?: string) => apiDoc(summary, 'Operators', { security: 'operator', description })
+
+export function earningRoutes(subscriptions: Subscriptions, redemptions: Redemptions, access: AccessPlugin) {
+  return new Elysia({ name: 'kassa/earning', prefix: '/v1' })
+    .use(access)
+    .post(
+      '/subscriptions',
+      async ({ body, principal, set }) => {
+        set.status = 201
+        return subscriptions.create(principal.orgId, body)
+      },
+      {
+        access: 'secret',
+        body: CreateSubscriptionBody,
+        response: { 201: Subscription },
+        detail: apiDoc('Subscribe to a vault', 'Earning', {
+          description:
+            'A deposit intent (txi_) in the vault\'s open deposit cycle, state confirmed, event transaction.deposit.confirmed. The amount leaves available at once: the subscription fee (if the vault has one, rounded up) is withheld and the net amount waits in inFlight until the cycle settles, when it buys shares at the cycle\'s price (net ÷ price, rounded down). Errors: min_amount (amount), insufficient_available, stale_price and conflict (paused vault) naming vaultId, not_found, account_frozen.',
+        }),
+      },
+    )
+    .post('/subscriptions/cancel', ({ body, principal }) => subscriptions.cancel(principal.orgId, body.recordId), {
+      access: 'secret',
+      body: CancelSubscriptionBody,
+      response: Subscription,
+      detail: apiDoc('Cancel a subscription by its recordId', 'Earning', {
+        description:
+          'While its cycle is open: state cancelled, reason cancelled, the net amount back to available (the subscription fee withheld is kept), event transaction.deposit.cancelled. Works on paused vaults. conflict (recordId) once its cycle closed or it is no longer confirmed.',
+      }),
+    })
+    .get('/subscriptions/:id', ({ params, principal }) => subscriptions.get(principal.orgId, params.id), {
+      access: 'secret',
+      params: IdParams,
+      response: Subscription,
+      detail: apiDoc('Read a subscription', 'Earning'),
+    })
+    .post(
+      '/redemptions',
+      async ({ body, principal, set }) => {
+        set.status = 201
+        return redemptions.create(principal.orgId, body)
+      },
+      {
+        access: 'secret',
+        body: CreateRedemptionBody,
+        response: { 201: Redemption },
+        detail: apiDoc('Redeem shares', 'Earning', {
+          description:
+            'mode queued: the shares are locked (they stay in allocations), state confirmed, event transaction.redeem.confirmed with estimatedProceeds on direct-payout vaults. At the redeem cycle\'s settlement the account is paid once for all its redemptions in the cycle (walletTotal = value of its locked shares at the cycle price, rounded down), each redemption getting its part by locked shares, rounded down, the remainder to the one with the most shares (the earliest on a tie): to available (direct) or claimable (inFlight until POST /v1/claims). Errors: min_amount (shares), insufficient_available (shares), conflict (paused vault).',
+        }),
+      },
+    )
+    .get('/redemptions/:id', ({ params, principal }) => redemptions.get(principal.orgId, params.id), {
+      access: 'secret',
+      params: IdParams,
+      response: Redemption,
+      detail: apiDoc('Read a redemption', 'Earning'),
+    })
+    .post('/claims', ({ body, principal }) => redemptions.claim(principal.orgId, body), {
+      access: 'secret',
+      body: CreateClaimBody,
+      response: Claim,
+      detail: apiDoc('Claim settled redemption proceeds', 'Earning', {
+        description:
+          'Claimable-payout vaults: moves every settled, unclaimed redemption\'s proceeds of the account in the vault from inFlight to available in one movement; event transaction.claim.confirmed. Works on paused vaults. not_found (vaultId) when there is nothing to claim.',
+      }),
+    })
+}
+
+const CycleParams = t.Object({ id: t.String({ maxLength: 64 }) })
+
+export function earningOpsRoutes(cycles: Cycles, listCycles: (vaultId: string) => Promise<unknown[]>) {
+  return new Elysia({ name: 'kassa/ops-earning', prefix: '/ops/v1' })
+    .get('/vaults/:id/cycles', async ({ params }) => ({ cycles: (await listCycles(params.id)) as never[] }), {
+      params: CycleParams,
+      response: t.Object({ cycles: t.Array(Cycle) }),
+      detail: ops('A vault\'s cycles, newest first'),
+    })
+    .post('/vault-cycles/:id/close', async ({ params }) => cycles.view(await cycles.close(params.id)), {
+      params: CycleParams,
+      response: Cycle,
+      detail: ops('Close a cycle', 'No more intents join it; the next cycle opens. Sends vault.cycle.closed with its totals. A cycle past open is answered as it is.'),
+    })
+    .post('/vault-cycles/:id/settle', async ({ params }) => cycles.view(await cycles.settle(params.id)), {
+      params: CycleParams,
+      response: Cycle,
+      detail: ops(
+        'Settle a cycle',
+        'Closes it if open, takes one fresh price from the venue and settles every intent in one transaction (vault.cycle.settled, one transaction.*.settled per intent). Settling a settled cycle changes nothing; a rolled-back one is conflict.',
+      ),
+    })
+    .post('/vault-cycles/:id/rollback', async ({ params }) => cycles.view(await cycles.rollback(params.id)), {
+      params: CycleParams,
+      response: Cycle,
+      detail: ops(
+        'Roll back an open or closed cycle',
+        'Every intent cancelled with reason rollback and given back exactly (a subscription\'s whole amount, its fee included; a redemption\'s shares unlocked); vault.cycle.rolled_back. Repeating it changes nothing; a settled cycle is conflict.',
+      ),
+    })
+    .post('/vault-cycles/run', async () => ({ settled: await cycles.runOnce() }), {
+      response: t.Object({ settled: t.Integer() }),
+      detail: ops('Run the cadence step now', 'Closes and settles every cycle whose vault cadence has elapsed (what the cycle worker does each pass).'),
+    })
+}

@@ -1,0 +1,31 @@
+import type { Database } from '../../../db/client.ts'
+import type { AccessPlugin } from '../../platform/access.ts'
+import { VaultClock } from './clock.ts'
+import { vaultsOpsRoutes, vaultsPublicRoutes } from './routes.ts'
+import { VaultCatalog } from './service.ts'
+import { SandboxVenue, type VaultVenue } from './venue.ts'
+
+export interface VaultsModuleDeps {
+  db: Database
+  wallNowMs: () => number
+  /** `sandbox` runs the venue simulator; production has no adapter (config refuses it before this). */
+  venue: 'sandbox'
+  access: AccessPlugin
+}
+
+/** The vault catalog, prices, the vaults' clock and the venue behind them. */
+export async function createVaultsModule(deps: VaultsModuleDeps) {
+  const clock = new VaultClock(deps.db, deps.wallNowMs)
+  await clock.load()
+  const venue: VaultVenue = new SandboxVenue(deps.db)
+  const catalog = new VaultCatalog({ db: deps.db, clock, venue })
+  return {
+    catalog,
+    clock,
+    venue,
+    routes: vaultsPublicRoutes(catalog, deps.access),
+    opsRoutes: vaultsOpsRoutes(catalog, clock, venue.kind === 'sandbox'),
+  }
+}
+
+export type VaultsModule = Awaited<ReturnType<typeof createVaultsModule>>

@@ -1,0 +1,84 @@
+import { Elysia, t } from 'elysia'
+import type { AccessPlugin } from '../../platform/access.ts'
+import { apiDoc } from '../../platform/openapi.ts'
+import type { VaultClock } from './clock.ts'
+import { AdvanceBody, CreateVaultBody, SetNavBody, UpdateVaultBody, Vault, VaultIdParams, VaultList, VaultPrice } from './model.ts'
+import { toVaultView, type VaultCatalog } from './service.ts'
+
+const ops = (summary: string, description?: string) => apiDoc(summary, 'Operators', { security: 'operator', description })
+
+/** The public catalog: readable without a key. */
+export function vaultsPublicRoutes(catalog: VaultCatalog, access: AccessPlugin) {
+  return new Elysia({ name: 'kassa/vaults', prefix: '/v1' })
+    .use(access)
+    .get('/vaults', async () => ({ vaults: (await catalog.list()).map(toVaultView) }), {
+      access: 'public',
+      response: VaultList,
+      detail: apiDoc('Vault catalog', 'Earning', { security: 'public', description: 'Readable without a key. Every vault with its terms and state.' }),
+    })
+    .get('/vaults/:id', async ({ params }) => toVaultView(await catalog.require(params.id)), {
+      access: 'public',
+      params: VaultIdParams,
+      response: Vault,
+      detail: apiDoc('One vault with its terms', 'Earning', { security: 'public' }),
+    })
+    .get('/vaults/:id/price', ({ params }) => catalog.priceView(params.id), {
+      access: 'public',
+      params: VaultIdParams,
+      response: VaultPrice,
+      detail: apiDoc('A vault\'s share price, normalized price and apy', 'Earning', {
+        security: 'public',
+        description:
+          'Readable without a key. sharePrice is the latest price the venue reported (asOf). apy is a fraction net of the platform fee, from the trailing 7 days compounded over a year: (p_now / p_7_days_ago)^(365/7) - 1; null until the vault has 7 days of price history. stale is true once the price is older than the vault\'s priceMaxAgeSeconds; subscriptions and instant redemptions then answer stale_price.',
+      }),
+    })
+}
+
+/** Operators manage the catalog (under /ops/v1, operator token). */
+export function vaultsOpsRoutes(catalog: VaultCatalog, clock: VaultClock, sandbox: boolean) {
+  let routes = new Elysia({ name: 'kassa/ops-vaults', prefix: '/ops/v1' })
+    .post(
+      '/vaults',
+      async ({ body, set }) => {
+        set.status = 201
+        return catalog.create(body)
+      },
+      { body: CreateVaultBody, response: { 201: Vault }, detail: ops('Create a vault', 'Opens its first deposit and redeem cycles and records its initial price.') },
+    )
+    .get('/vaults', async () => ({ vaults: (await catalog.list()).map(toVaultView) }), { response: VaultList, detail: ops('List vaults') })
+    .patch('/vaults/:id', ({ params, body }) => catalog.update(params.id, body), {
+      params: VaultIdParams,
+      body: UpdateVaultBody,
+      response: Vault,
+      detail: ops('Change a vault\'s terms or instant-redemption buffer', 'Terms apply to intents made afterwards.'),
+    })
+    .post('/vaults/:id/pause', ({ params }) => catalog.setState(params.id, 'paused'), {
+      params: VaultIdParams,
+      response: Vault,
+      detail: ops('Pause a vault', 'Subscriptions and redemptions are refused (conflict); cancels and claims keep working. Sends vault.paused.'),
+    })
+    .post('/vaults/:id/unpause', ({ params }) => catalog.setState(params.id, 'active'), {
+      params: VaultIdParams,
+      response: Vault,
+      detail: ops('Unpause a vault', 'Sends vault.unpaused.'),
+    })
+    .post('/vaults/prices/sync', async () => ({ changed: await catalog.syncPrices() }), {
+      response: t.Object({ changed: t.Integer() }),
+      detail: ops('Sync every vault\'s price from the venue now', 'What the price worker does each pass; vault.price.updated for each NAV that changed.'),
+    })
+  if (sandbox) {
+    routes = routes
+      .post('/vaults/:id/nav', ({ params, body }) => catalog.setNav(params.id, body.price, body.dailyRate), {
+        params: VaultIdParams,
+        body: SetNavBody,
+        response: VaultPrice,
+        detail: ops('Set a vault\'s NAV (sandbox venue)', 'Records the price and sends vault.price.updated; growth continues daily from it.'),
+      })
+      .post('/vaults/clock/advance', async ({ body }) => ({ now: (await clock.advance(body.seconds)).toISOString() }), {
+        body: AdvanceBody,
+        response: t.Object({ now: t.String() }),
+        detail: ops('Move the vaults\' clock ahead (sandbox)', 'Daily NAV growth, price freshness and cycle cadence read this clock.'),
+      }) as unknown as typeof routes
+  }
+  return routes
+}
