@@ -128,7 +128,7 @@ export type EarningModule = ReturnType<typeof createEarningModule>
 export interface Kassa {
   app: App
   /** The SBT data API: `sbt.start()` opens its listener, `sbt.app.handle` answers in process. */
-  sbt: ReturnType<typeof buildApp>['sbt']
+  sbt: Awaited<ReturnType<typeof buildApp>>['sbt']
   runtime: Runtime
   /** Sealed daily statements (its sealer's `runOnce()` is what tests drive). */
   statements: StatementsModule

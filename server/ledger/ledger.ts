@@ -102,11 +102,7 @@ export class Ledger {
     assertZeroSum(op.postings)
     if (op.recordedByPayment) assertReservationRecord(op)
     const deltas = deltasOf(op.orgId, op.postings, 1n)
-    for (const delta of deltas.values()) {
-      if (delta.kind === 'customer' && !this.accounts.isResident(delta.accountId)) {
-        throw new AssertionError(`account ${delta.accountId} is not resident: resolve it through ledger.accounts before submitting`)
-      }
-    }
+    this.assertResident(deltas)
     const overdraft = this.balances.overdraftIn(deltas)
     if (overdraft) {
       if (overdraft.bucket !== 'available') {
@@ -137,6 +133,7 @@ export class Ledger {
       assertZeroSum(op.postings)
       deltasOf(op.orgId, op.postings, 1n, deltas)
     }
+    this.assertResident(deltas)
     const overdraft = this.balances.overdraftIn(deltas)
     if (overdraft) {
       if (overdraft.bucket !== 'available') throw new AssertionError(`bundle would take ${overdraft.bucket} of ${overdraft.accountId} below zero`)
@@ -145,6 +142,18 @@ export class Ledger {
     this.balances.applyKeyed(deltas)
     for (const op of ops) op.reserve?.()
     return this.writer.commitAside(ops, guardedWrites, deltas)
+  }
+
+  /**
+   * A customer balance that is not in memory is never decided on (it is not zero, it is unknown):
+   * every path that moves money resolves its accounts through `accounts` first (see `AccountDirectory`).
+   */
+  private assertResident(deltas: ReadonlyMap<string, BalanceDelta>): void {
+    for (const delta of deltas.values()) {
+      if (delta.kind === 'customer' && !this.accounts.isResident(delta.accountId)) {
+        throw new AssertionError(`account ${delta.accountId} is not resident: resolve it through ledger.accounts before submitting`)
+      }
+    }
   }
 
   /**
