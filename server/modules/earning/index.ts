@@ -7,7 +7,10 @@ import * as vaultsRepo from '../vaults/repo.ts'
 import type { VaultsModule } from '../vaults/index.ts'
 import { Cycles, toCycleView } from './cycles.ts'
 import { allocationSource } from './positions.ts'
+import { Accruals } from './accruals.ts'
+import { earningPolicyRoutes } from './policy-routes.ts'
 import { Redemptions } from './redemptions.ts'
+import { SavePolicies } from './save-policy.ts'
 import { earningOpsRoutes, earningRoutes } from './routes.ts'
 import { Subscriptions } from './subscriptions.ts'
 
@@ -31,6 +34,8 @@ export function createEarningModule(deps: EarningModuleDeps) {
   const intentDeps = { db: deps.db, ledger: deps.ledger, clock: deps.clock, vaults: catalog }
   const subscriptions = new Subscriptions(intentDeps)
   const redemptions = new Redemptions(intentDeps)
+  const savePolicies = new SavePolicies({ db: deps.db, ledger: deps.ledger, clock: deps.clock, vaults: catalog, subscriptions })
+  const accruals = new Accruals({ db: deps.db, ledger: deps.ledger, vaults: catalog })
   const cycles = new Cycles({ db: deps.db, ledger: deps.ledger, vaults: catalog, venue, crashPoint: deps.crashPoint })
   const listCycles = async (vaultId: string) => {
     const vault = await catalog.require(vaultId)
@@ -40,7 +45,10 @@ export function createEarningModule(deps: EarningModuleDeps) {
   /** One pass of the worker: prices from the venue, then cycles whose cadence elapsed. */
   const runOnce = async () => {
     await catalog.syncPrices()
-    return cycles.runOnce()
+    const settled = await cycles.runOnce()
+    await savePolicies.runOnce()
+    await accruals.runOnce()
+    return settled
   }
   let timer: ReturnType<typeof setInterval> | undefined
   let running = false
@@ -50,7 +58,10 @@ export function createEarningModule(deps: EarningModuleDeps) {
     cycles,
     runOnce,
     allocations: allocationSource(deps.ledger, catalog),
+    savePolicies,
+    accruals,
     routes: earningRoutes(subscriptions, redemptions, deps.access),
+    policyRoutes: earningPolicyRoutes(savePolicies, accruals, deps.access),
     opsRoutes: earningOpsRoutes(cycles, listCycles),
     start() {
       if (deps.workerIntervalMs <= 0) return
