@@ -47,7 +47,9 @@ export class Accruals {
    * transaction. Computing a day again writes nothing new (rows are keyed by account, vault and
    * day) and answers the same rows.
    */
-  async computeDay(vault: VaultRecord, day: string): Promise<repo.AccrualRecord[]> {
+  async computeDay(vaultId: string, day: string): Promise<repo.AccrualRecord[]> {
+    requireDay(day, 'day')
+    const vault = await this.deps.vaults.require(vaultId)
     const rows = await this.rowsOf(vault, day)
     await this.deps.db.transaction((tx) => repo.insertDay(tx, vault.id, day, rows, rows[0]?.computedAt ?? this.deps.vaults.now()))
     return rows
@@ -106,7 +108,7 @@ export class Accruals {
       const last = await repo.lastComputedDay(this.deps.db, vault.id)
       let day = last === undefined ? vault.createdAt.toISOString().slice(0, 10) : dayAfter(last)
       for (let count = 0; day < today && count < DAYS_PER_PASS_MAX; count++, day = dayAfter(day)) {
-        await this.computeDay(vault, day)
+        await this.computeDay(vault.id, day)
         days += 1
       }
     }
