@@ -220,3 +220,21 @@ describe('yield reports', () => {
     }
   })
 })
+
+describe('a redemption during a day', () => {
+  test('burnt shares weigh for the time held, the day closes on what the ledger holds', async () => {
+    // D4: alice redeems 400 of her 1000 shares; the redeem cycle settles during the day.
+    expect((await fx.call('POST', '/v1/redemptions', { accountId: alice, vaultId: 'yield', mode: 'queued', shares: '400' })).status).toBe(201)
+    const cycle = await openCycleOf(app, 'yield', 'redeem')
+    expect((await app.ops('POST', `/ops/v1/vault-cycles/${cycle.cycleId}/settle`)).status).toBe(200)
+    const burntAt = await settledAt(alice)
+    await nextDay()
+    const row = (await accrualRows()).find((entry) => entry.day === days[4] && entry.account_id === alice)
+    const start = Date.parse(`${days[4]}T00:00:00Z`)
+    const weighted = (1_000_000_000n * BigInt(burntAt - start) + 600_000_000n * BigInt(start + DAY - burntAt)) / BigInt(DAY)
+    expect(row).toMatchObject({ shares_open: '1000000000', shares_close: '600000000', time_weighted_shares: weighted.toString() })
+    const ledger = app.kassa.runtime.ledger.balance(fx.org.id, alice, 'shares:yield')!
+    expect((ledger.available + ledger.held).toString()).toBe(row.shares_close)
+    expect(BigInt(row.net)).toBe(BigInt(row.gross) - BigInt(row.fee))
+  })
+})
