@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { sql } from 'drizzle-orm'
 import { queryRows } from '../../db/client.ts'
-import { startTestApp, type TestApp } from '../support/app.ts'
+import { restartOnSameDatabase, startTestApp, type TestApp } from '../support/app.ts'
 import { ledgerFixture, type LedgerFixture } from '../ledger/support.ts'
 import { createVault, openCycleOf } from './support.ts'
 
@@ -149,6 +149,14 @@ describe('daily accruals', () => {
     expect(await accrualRows()).toEqual(before)
     await app.kassa.earning!.runOnce()
     expect(await accrualRows()).toEqual(before)
+    // A restarted instance finds the days done and computes none of them again.
+    const second = await restartOnSameDatabase(app)
+    try {
+      expect(await second.earning!.accruals.runOnce()).toBe(0)
+      expect(await accrualRows()).toEqual(before)
+    } finally {
+      for (const stop of second.runtime.stoppers.splice(0)) await stop()
+    }
   })
 })
 

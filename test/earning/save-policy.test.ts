@@ -138,23 +138,29 @@ describe('the daily run', () => {
     expect((await runsOf(alice)).map((run) => run.outcome)).toEqual(['skipped', 'subscribed'])
   })
 
-  test('a stale price or an excess under the vault\'s minimum skips the day with its reason', async () => {
+  test('a stale price, an excess under the vault\'s minimum or a frozen account skips the day with its reason', async () => {
     const fx = await ledgerFixture(app, 'Policy Org F')
     await createVault(app, 'stale', { minSubscription: '1', priceMaxAgeSeconds: 3600 })
     const alice = await fx.mint('alice')
     const bob = await fx.mint('bob')
+    const carol = await fx.mint('carol')
     await fx.fund(alice, '50')
     await fx.fund(bob, '10.5')
+    await fx.fund(carol, '20')
     await putPolicy(fx, alice, { vaultId: 'stale', buffer: '0', enabled: true })
     await putPolicy(fx, bob, { vaultId: 'save', buffer: '10', enabled: true })
+    await putPolicy(fx, carol, { vaultId: 'save', buffer: '0', enabled: true })
+    expect((await app.ops('POST', `/ops/v1/accounts/${carol}/freeze`)).status).toBe(200)
     // The vaults' clock moves two hours without a price sync: the stale vault's price is too old.
     await app.ops('POST', '/ops/v1/vaults/clock/advance', { seconds: 7200 })
     await policies().runOnce()
     expect((await runsOf(alice)).map((run) => [run.outcome, run.reason])).toEqual([['skipped', 'stale_price']])
     expect((await runsOf(bob)).map((run) => [run.outcome, run.reason, run.amount])).toEqual([['skipped', 'below_minimum', '500000']])
+    expect((await runsOf(carol)).map((run) => [run.outcome, run.reason])).toEqual([['skipped', 'account_frozen']])
     const reasons = (await eventsOf(app, 'account.save_policy.skipped')).filter((event) => event.orgId === fx.org.id).map((event) => event.data.reason)
-    expect(reasons.sort()).toEqual(['below_minimum', 'stale_price'])
+    expect(reasons.sort()).toEqual(['account_frozen', 'below_minimum', 'stale_price'])
     expect(await intentsOf(alice)).toEqual([])
+    expect(await intentsOf(carol)).toEqual([])
     await app.kassa.earning!.runOnce()
   })
 
