@@ -164,6 +164,22 @@ describe('the daily run', () => {
     await app.kassa.earning!.runOnce()
   })
 
+  test('an account whose run fails is left unrecorded for the next pass, and the others still run', async () => {
+    const fx = await ledgerFixture(app, 'Policy Org I')
+    const alice = await fx.mint('alice')
+    const bob = await fx.mint('bob')
+    await fx.fund(alice, '40')
+    await fx.fund(bob, '40')
+    await putPolicy(fx, bob, { vaultId: 'save', buffer: '0', enabled: true })
+    // A policy naming a vault that does not exist (written past the API, which refuses it): its run fails.
+    await app.kassa.runtime.db.execute(sql`insert into save_policies values (${fx.org.id}, ${alice}, 'ghost', 0, true, now(), now())`)
+    const pass = await policies().runOnce()
+    expect(pass.failed).toBe(1)
+    expect(await runsOf(alice)).toEqual([])
+    expect((await runsOf(bob)).map((run) => run.outcome)).toEqual(['subscribed'])
+    await app.kassa.runtime.db.execute(sql`delete from save_policies where account_id = ${alice}`)
+  })
+
   test('two passes at once and a restart still run each account once a day', async () => {
     const fx = await ledgerFixture(app, 'Policy Org G')
     const alice = await fx.mint('alice')
