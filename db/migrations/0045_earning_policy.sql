@@ -48,6 +48,8 @@ CREATE TABLE "vault_accruals" (
 --> statement-breakpoint
 CREATE INDEX "vault_accruals_day_idx" ON "vault_accruals" USING btree ("org_id","day");
 --> statement-breakpoint
+CREATE INDEX "vault_accruals_vault_day_idx" ON "vault_accruals" USING btree ("vault_id","day");
+--> statement-breakpoint
 CREATE TABLE "vault_accrual_days" (
 	"vault_id" text NOT NULL,
 	"day" date NOT NULL,

@@ -149,6 +149,15 @@ describe('daily accruals', () => {
     expect(await accrualRows()).toEqual(before)
     await app.kassa.earning!.runOnce()
     expect(await accrualRows()).toEqual(before)
+    // A day opens on the previous day's closing shares; without that day's mark, on every settled
+    // intent before it: both give the same rows.
+    await app.kassa.runtime.db.execute(sql`delete from vault_accrual_days where vault_id = 'yield' and day = ${days[1]}::date`)
+    const fromIntents = await app.kassa.earning!.accruals.computeDay('yield', days[2]!)
+    await app.kassa.earning!.accruals.computeDay('yield', days[1]!)
+    const fromRows = await app.kassa.earning!.accruals.computeDay('yield', days[2]!)
+    const byAccount = (rows: typeof fromRows) => [...rows].sort((a, b) => a.accountId.localeCompare(b.accountId))
+    expect(byAccount(fromIntents)).toEqual(byAccount(fromRows))
+    expect(fromRows.map((row) => row.sharesOpen).sort()).toEqual(before.filter((row) => row.day === days[2]).map((row) => BigInt(row.shares_open)).sort())
     // A restarted instance finds the days done and computes none of them again.
     const second = await restartOnSameDatabase(app)
     try {

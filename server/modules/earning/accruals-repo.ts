@@ -44,6 +44,20 @@ export async function pricesIn(executor: Executor, vaultId: string, from: Date, 
   return rows.map((row) => ({ atMs: row.at.getTime(), price: row.price }))
 }
 
+/** Each account's shares at the end of a computed day (its rows' closing shares), accounts holding none left out. */
+export async function closingShares(executor: Executor, vaultId: string, day: string): Promise<Array<{ orgId: string; accountId: string; shares: bigint }>> {
+  const rows = await queryRows<{ org_id: string; account_id: string; shares: string }>(
+    executor,
+    sql`select org_id, account_id, shares_close::text as shares from vault_accruals where vault_id = ${vaultId} and day = ${day}::date and shares_close <> 0`,
+  )
+  return rows.map((row) => ({ orgId: row.org_id, accountId: row.account_id, shares: BigInt(row.shares) }))
+}
+
+export async function isDayComputed(executor: Executor, vaultId: string, day: string): Promise<boolean> {
+  const rows = await queryRows<{ one: number }>(executor, sql`select 1 as one from vault_accrual_days where vault_id = ${vaultId} and day = ${day}::date`)
+  return rows.length === 1
+}
+
 export async function lastComputedDay(executor: Executor, vaultId: string): Promise<string | undefined> {
   const [row] = await queryRows<{ day: string | null }>(executor, sql`select max(day)::text as day from vault_accrual_days where vault_id = ${vaultId}`)
   return row?.day ?? undefined

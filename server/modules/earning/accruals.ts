@@ -7,7 +7,7 @@ import { requireAsset } from '../assets/catalog.ts'
 import { formatPrice } from '../vaults/prices.ts'
 import { latestPrice, type VaultRecord } from '../vaults/repo.ts'
 import type { VaultCatalog } from '../vaults/service.ts'
-import { accrue, DAY_MS, dayAfter, dayStartMs, type Position } from './accrual-math.ts'
+import { accrue, DAY_MS, dayAfter, dayBefore, dayStartMs, type Position } from './accrual-math.ts'
 import * as repo from './accruals-repo.ts'
 import type { AccrualQueryInput, AccrualView, YieldReportQueryInput, YieldReportView } from './policy-model.ts'
 
@@ -60,8 +60,9 @@ export class Accruals {
     const startMs = dayStartMs(day)
     const start = new Date(startMs)
     const end = new Date(startMs + DAY_MS)
+    const previous = dayBefore(day)
     const [opening, changes, points, before] = await Promise.all([
-      repo.sharesAt(this.deps.db, vault.id, start),
+      this.openingShares(vault.id, previous, start),
       repo.shareChanges(this.deps.db, vault.id, start, end),
       repo.pricesIn(this.deps.db, vault.id, start, end),
       latestPrice(this.deps.db, vault.id, start),
@@ -98,6 +99,15 @@ export class Accruals {
       })
     }
     return rows
+  }
+
+  /**
+   * Shares at the day's start: the previous day's closing shares when that day is computed (as
+   * many rows as positions), else summed from every settled intent of the vault before it.
+   */
+  private async openingShares(vaultId: string, previous: string, start: Date): Promise<Array<{ orgId: string; accountId: string; shares: bigint }>> {
+    if (await repo.isDayComputed(this.deps.db, vaultId, previous)) return repo.closingShares(this.deps.db, vaultId, previous)
+    return repo.sharesAt(this.deps.db, vaultId, start)
   }
 
   /** The worker's step: every vault's closed days not yet computed, oldest first (at most DAYS_PER_PASS_MAX each). */
