@@ -79,7 +79,7 @@ try {
     }),
   )
   const next = await measured(() => accruals.computeDay('bench', '2026-03-11'))
-  const [check] = await queryRows<{ same: boolean }>(db, sql`select (select count(*) from vault_accruals_plain) = (select count(*) from vault_accruals) as same`)
+  const [check] = await queryRows<{ same: boolean }>(db, sql`select (select count(*) from vault_accruals_plain) = (select count(*) from vault_accruals where day = ${DAY}::date) as same`)
 
   console.log(`accruals for one day, ${POSITIONS.toLocaleString('en')} positions (${changed.toLocaleString('en')} buying and ${changed.toLocaleString('en')} redeeming during the day), Postgres ${handle.kind === 'postgres' ? 'server' : 'embedded'}`)
   console.log(`  compute + write: ${compute.ms.toFixed(0)} ms, ${written!.n} rows, peak RSS ${compute.peakRssMb.toFixed(0)} MB`)
