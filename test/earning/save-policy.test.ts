@@ -60,6 +60,9 @@ describe('the save policy resource', () => {
     expect([noVault.status, noVault.body.error.code, noVault.body.error.field]).toEqual([404, 'not_found', 'vaultId'])
     expect((await putPolicy(fx, 'acct_unknown', { vaultId: 'save', buffer: '1', enabled: true })).status).toBe(404)
     expect((await fx.call('GET', `/v1/accounts/${alice}/save-policy`)).status).toBe(404)
+    // Another organization's account is not found either way.
+    const other = await ledgerFixture(app, 'Policy Org B2')
+    expect((await putPolicy(other, alice, { vaultId: 'save', buffer: '1', enabled: true })).status).toBe(404)
     expect(await count()).toBe(before)
   })
 })

@@ -1,3 +1,4 @@
+/** Schemas of save policies, accruals and yield reports (the OpenAPI document's source for them). */
 import { t, type Static } from 'elysia'
 import { DecimalAmount } from '../balances/model.ts'
 import { PageLimitQuery } from '../../lib/pagination.ts'
