@@ -78,14 +78,12 @@ try {
       for (let start = 0; start < rows.length; start += 5_000) await insertAccrualRows(tx, 'vault_accruals_plain', rows.slice(start, start + 5_000), '')
     }),
   )
-  const next = await measured(() => accruals.computeDay('bench', '2026-03-11'))
   const [check] = await queryRows<{ same: boolean }>(db, sql`select (select count(*) from vault_accruals_plain) = (select count(*) from vault_accruals where day = ${DAY}::date) as same`)
 
   console.log(`accruals for one day, ${POSITIONS.toLocaleString('en')} positions (${changed.toLocaleString('en')} buying and ${changed.toLocaleString('en')} redeeming during the day), Postgres ${handle.kind === 'postgres' ? 'server' : 'embedded'}`)
   console.log(`  compute + write: ${compute.ms.toFixed(0)} ms, ${written!.n} rows, peak RSS ${compute.peakRssMb.toFixed(0)} MB`)
   console.log(`  plain insert:    ${plain.ms.toFixed(0)} ms, same rows: ${check!.same}, peak RSS ${plain.peakRssMb.toFixed(0)} MB`)
   console.log(`  ratio: ${(compute.ms / plain.ms).toFixed(2)}x`)
-  console.log(`  the next day, opening on these rows: ${next.ms.toFixed(0)} ms, ${next.result.length} rows, peak RSS ${next.peakRssMb.toFixed(0)} MB, ratio ${(next.ms / plain.ms).toFixed(2)}x`)
 } finally {
   await handle.close()
   await database.drop()

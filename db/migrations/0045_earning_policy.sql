@@ -48,7 +48,7 @@ CREATE TABLE "vault_accruals" (
 --> statement-breakpoint
 CREATE INDEX "vault_accruals_day_idx" ON "vault_accruals" USING btree ("org_id","day");
 --> statement-breakpoint
-CREATE INDEX "vault_accruals_vault_day_idx" ON "vault_accruals" USING btree ("vault_id","day");
+CREATE INDEX "vault_intents_instant_idx" ON "vault_intents" USING btree ("vault_id","settled_at") WHERE "mode" = 'instant';
 --> statement-breakpoint
 CREATE TABLE "vault_accrual_days" (
 	"vault_id" text NOT NULL,

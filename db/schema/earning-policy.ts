@@ -63,12 +63,7 @@ export const vaultAccruals = pgTable(
     feeBps: integer('fee_bps').notNull(),
     computedAt: at('computed_at').notNull(),
   },
-  // By organization and day: yield reports; by vault and day: the next day's opening positions.
-  (table) => [
-    primaryKey({ columns: [table.orgId, table.accountId, table.vaultId, table.day] }),
-    index('vault_accruals_day_idx').on(table.orgId, table.day),
-    index('vault_accruals_vault_day_idx').on(table.vaultId, table.day),
-  ],
+  (table) => [primaryKey({ columns: [table.orgId, table.accountId, table.vaultId, table.day] }), index('vault_accruals_day_idx').on(table.orgId, table.day)],
 )
 
 /** The days whose accruals are computed, per vault: written with the day's rows, read to find the next day to compute. */

@@ -149,15 +149,6 @@ describe('daily accruals', () => {
     expect(await accrualRows()).toEqual(before)
     await app.kassa.earning!.runOnce()
     expect(await accrualRows()).toEqual(before)
-    // A day opens on the previous day's closing shares; without that day's mark, on every settled
-    // intent before it: both give the same rows.
-    await app.kassa.runtime.db.execute(sql`delete from vault_accrual_days where vault_id = 'yield' and day = ${days[1]}::date`)
-    const fromIntents = await app.kassa.earning!.accruals.computeDay('yield', days[2]!)
-    await app.kassa.earning!.accruals.computeDay('yield', days[1]!)
-    const fromRows = await app.kassa.earning!.accruals.computeDay('yield', days[2]!)
-    const byAccount = (rows: typeof fromRows) => [...rows].sort((a, b) => a.accountId.localeCompare(b.accountId))
-    expect(byAccount(fromIntents)).toEqual(byAccount(fromRows))
-    expect(fromRows.map((row) => row.sharesOpen).sort()).toEqual(before.filter((row) => row.day === days[2]).map((row) => BigInt(row.shares_open)).sort())
     // A restarted instance finds the days done and computes none of them again.
     const second = await restartOnSameDatabase(app)
     try {
@@ -253,5 +244,21 @@ describe('a redemption during a day', () => {
     const ledger = app.kassa.runtime.ledger.balance(fx.org.id, alice, 'shares:yield')!
     expect((ledger.available + ledger.held).toString()).toBe(row.shares_close)
     expect(BigInt(row.net)).toBe(BigInt(row.gross) - BigInt(row.fee))
+  })
+})
+
+describe('when a day is computed', () => {
+  test('an hour after it ends, so a settlement running across midnight lands in its day first', async () => {
+    const d5 = new Date(Date.parse(`${days[4]}T00:00:00Z`) + DAY).toISOString().slice(0, 10)
+    const marked = async () => (await queryRows<{ day: string }>(app.kassa.runtime.db, sql`select day::text as day from vault_accrual_days where vault_id = 'yield' and day = ${d5}::date`)).length
+    // From D5 06:00 to D6 00:30: D5 is over by half an hour only.
+    await advanceVaults(18.5 * 3600)
+    await app.kassa.earning!.runOnce()
+    expect(await marked()).toBe(0)
+    expect((await accrualRows()).filter((row) => row.day === d5)).toEqual([])
+    await advanceVaults(3600)
+    await app.kassa.earning!.runOnce()
+    expect(await marked()).toBe(1)
+    expect((await accrualRows()).filter((row) => row.day === d5).map((row) => row.account_id).sort()).toEqual([alice, bob].sort())
   })
 })

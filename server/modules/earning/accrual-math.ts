@@ -97,7 +97,3 @@ export function dayStartMs(day: string): number {
 export function dayAfter(day: string): string {
   return new Date(dayStartMs(day) + DAY_MS).toISOString().slice(0, 10)
 }
-
-export function dayBefore(day: string): string {
-  return new Date(dayStartMs(day) - DAY_MS).toISOString().slice(0, 10)
-}

@@ -6,17 +6,35 @@ import { isoOf } from '../../lib/time.ts'
 export type AccrualRecord = typeof vaultAccruals.$inferSelect
 
 /**
- * Each account's shares of a vault at an instant, from its settled intents (shares change only
- * when a cycle settles): minted by deposits, burnt by redemptions. Accounts holding none are left out.
+ * The settled intents that changed a vault's shares in [from, to): those of the cycles settled
+ * then (found through the cycles, by their index) and instant redemptions (a partial index).
+ * Each as (org_id, account_id, kind, shares, settled_at, id).
+ */
+function settledIntents(vaultId: string, from: Date | undefined, to: Date): SQL {
+  const fromCycles = from === undefined ? sql`true` : sql`c.finished_at >= ${isoOf(from)}::timestamptz`
+  const fromInstant = from === undefined ? sql`true` : sql`i.settled_at >= ${isoOf(from)}::timestamptz`
+  return sql`(select i.org_id, i.account_id, i.kind, i.shares, i.settled_at, i.id
+        from vault_cycles c join vault_intents i on i.cycle_id = c.id and i.state = 'settled'
+        where c.vault_id = ${vaultId} and c.state = 'settled' and ${fromCycles} and c.finished_at < ${isoOf(to)}::timestamptz
+      union all
+      select i.org_id, i.account_id, i.kind, i.shares, i.settled_at, i.id
+        from vault_intents i
+        where i.vault_id = ${vaultId} and i.mode = 'instant' and i.state = 'settled' and ${fromInstant} and i.settled_at < ${isoOf(to)}::timestamptz)`
+}
+
+/**
+ * Each account's shares of a vault at an instant, from every settled intent before it (shares
+ * change only when an intent settles): minted by deposits, burnt by redemptions. Summed from the
+ * intents rather than carried from the previous day's rows, so an intent that committed after
+ * its day was computed still counts from the next day on. Accounts holding none are left out.
  */
 export async function sharesAt(executor: Executor, vaultId: string, at: Date): Promise<Array<{ orgId: string; accountId: string; shares: bigint }>> {
   const rows = await queryRows<{ org_id: string; account_id: string; shares: string }>(
     executor,
-    sql`select i.org_id, i.account_id, sum(case when i.kind = 'deposit' then i.shares else -i.shares end)::text as shares
-        from vault_cycles c join vault_intents i on i.cycle_id = c.id and i.state = 'settled'
-        where c.vault_id = ${vaultId} and c.state = 'settled' and c.finished_at < ${isoOf(at)}::timestamptz
-        group by i.org_id, i.account_id
-        having sum(case when i.kind = 'deposit' then i.shares else -i.shares end) <> 0`,
+    sql`select x.org_id, x.account_id, sum(case when x.kind = 'deposit' then x.shares else -x.shares end)::text as shares
+        from ${settledIntents(vaultId, undefined, at)} x
+        group by x.org_id, x.account_id
+        having sum(case when x.kind = 'deposit' then x.shares else -x.shares end) <> 0`,
   )
   return rows.map((row) => ({ orgId: row.org_id, accountId: row.account_id, shares: BigInt(row.shares) }))
 }
@@ -25,11 +43,11 @@ export async function sharesAt(executor: Executor, vaultId: string, at: Date): P
 export async function shareChanges(executor: Executor, vaultId: string, from: Date, to: Date): Promise<Array<{ orgId: string; accountId: string; atMs: number; delta: bigint }>> {
   const rows = await queryRows<{ org_id: string; account_id: string; at_ms: string; delta: string }>(
     executor,
-    sql`select i.org_id, i.account_id, (extract(epoch from i.settled_at) * 1000)::bigint::text as at_ms,
-          (case when i.kind = 'deposit' then i.shares else -i.shares end)::text as delta
-        from vault_cycles c join vault_intents i on i.cycle_id = c.id and i.state = 'settled'
-        where c.vault_id = ${vaultId} and c.state = 'settled' and c.finished_at >= ${isoOf(from)}::timestamptz and c.finished_at < ${isoOf(to)}::timestamptz
-        order by i.settled_at, i.id`,
+    sql`select x.org_id, x.account_id, (extract(epoch from x.settled_at) * 1000)::bigint::text as at_ms,
+          (case when x.kind = 'deposit' then x.shares else -x.shares end)::text as delta
+        from ${settledIntents(vaultId, from, to)} x
+        where x.settled_at >= ${isoOf(from)}::timestamptz and x.settled_at < ${isoOf(to)}::timestamptz
+        order by x.settled_at, x.id`,
   )
   return rows.map((row) => ({ orgId: row.org_id, accountId: row.account_id, atMs: Number(row.at_ms), delta: BigInt(row.delta) }))
 }
@@ -42,20 +60,6 @@ export async function pricesIn(executor: Executor, vaultId: string, from: Date, 
     .where(and(eq(vaultPrices.vaultId, vaultId), sql`${vaultPrices.at} > ${isoOf(from)}::timestamptz`, lte(vaultPrices.at, to)))
     .orderBy(asc(vaultPrices.at))
   return rows.map((row) => ({ atMs: row.at.getTime(), price: row.price }))
-}
-
-/** Each account's shares at the end of a computed day (its rows' closing shares), accounts holding none left out. */
-export async function closingShares(executor: Executor, vaultId: string, day: string): Promise<Array<{ orgId: string; accountId: string; shares: bigint }>> {
-  const rows = await queryRows<{ org_id: string; account_id: string; shares: string }>(
-    executor,
-    sql`select org_id, account_id, shares_close::text as shares from vault_accruals where vault_id = ${vaultId} and day = ${day}::date and shares_close <> 0`,
-  )
-  return rows.map((row) => ({ orgId: row.org_id, accountId: row.account_id, shares: BigInt(row.shares) }))
-}
-
-export async function isDayComputed(executor: Executor, vaultId: string, day: string): Promise<boolean> {
-  const rows = await queryRows<{ one: number }>(executor, sql`select 1 as one from vault_accrual_days where vault_id = ${vaultId} and day = ${day}::date`)
-  return rows.length === 1
 }
 
 export async function lastComputedDay(executor: Executor, vaultId: string): Promise<string | undefined> {

@@ -7,12 +7,17 @@ import { requireAsset } from '../assets/catalog.ts'
 import { formatPrice } from '../vaults/prices.ts'
 import { latestPrice, type VaultRecord } from '../vaults/repo.ts'
 import type { VaultCatalog } from '../vaults/service.ts'
-import { accrue, DAY_MS, dayAfter, dayBefore, dayStartMs, type Position } from './accrual-math.ts'
+import { accrue, DAY_MS, dayAfter, dayStartMs, type Position } from './accrual-math.ts'
 import * as repo from './accruals-repo.ts'
 import type { AccrualQueryInput, AccrualView, YieldReportQueryInput, YieldReportView } from './policy-model.ts'
 
 /** Days one worker pass computes per vault at most (a worker that was down catches up over passes). */
 const DAYS_PER_PASS_MAX = 31
+/**
+ * A day is computed this long after it ended: an intent is stamped when its settlement starts and
+ * committed after, so a settlement running across midnight lands in its day before the day is read.
+ */
+const DAY_CLOSE_GRACE_MS = 3_600_000
 const REPORT_DAYS_MAX = 366
 const REPORT_LINES_MAX = 10_000
 
@@ -60,9 +65,8 @@ export class Accruals {
     const startMs = dayStartMs(day)
     const start = new Date(startMs)
     const end = new Date(startMs + DAY_MS)
-    const previous = dayBefore(day)
     const [opening, changes, points, before] = await Promise.all([
-      this.openingShares(vault.id, previous, start),
+      repo.sharesAt(this.deps.db, vault.id, start),
       repo.shareChanges(this.deps.db, vault.id, start, end),
       repo.pricesIn(this.deps.db, vault.id, start, end),
       latestPrice(this.deps.db, vault.id, start),
@@ -101,18 +105,9 @@ export class Accruals {
     return rows
   }
 
-  /**
-   * Shares at the day's start: the previous day's closing shares when that day is computed (as
-   * many rows as positions), else summed from every settled intent of the vault before it.
-   */
-  private async openingShares(vaultId: string, previous: string, start: Date): Promise<Array<{ orgId: string; accountId: string; shares: bigint }>> {
-    if (await repo.isDayComputed(this.deps.db, vaultId, previous)) return repo.closingShares(this.deps.db, vaultId, previous)
-    return repo.sharesAt(this.deps.db, vaultId, start)
-  }
-
-  /** The worker's step: every vault's closed days not yet computed, oldest first (at most DAYS_PER_PASS_MAX each). */
+  /** The worker's step: every vault's days over (for DAY_CLOSE_GRACE_MS) and not yet computed, oldest first (at most DAYS_PER_PASS_MAX each). */
   async runOnce(): Promise<number> {
-    const today = this.deps.vaults.now().toISOString().slice(0, 10)
+    const today = new Date(this.deps.vaults.now().getTime() - DAY_CLOSE_GRACE_MS).toISOString().slice(0, 10)
     let days = 0
     for (const vault of await this.deps.vaults.list()) {
       const last = await repo.lastComputedDay(this.deps.db, vault.id)
