@@ -106,7 +106,7 @@ export async function buildApp(runtime: Runtime) {
     .use(sbt.routes)
     .use(operator.routes)
   if (vaults !== undefined && earning !== undefined) {
-    app = app.use(vaults.routes).use(vaults.opsRoutes).use(earning.routes).use(earning.opsRoutes) as unknown as typeof app
+    app = app.use(vaults.routes).use(vaults.opsRoutes).use(earning.routes).use(earning.policyRoutes).use(earning.opsRoutes) as unknown as typeof app
     earning.start()
     runtime.stoppers.push(() => earning.stop())
   }

@@ -8,7 +8,10 @@ import type { VaultsModule } from '../vaults/index.ts'
 import { Cycles, toCycleView } from './cycles.ts'
 import { allocationSource } from './positions.ts'
 import { InstantRedemptions } from './instant.ts'
+import { Accruals } from './accruals.ts'
+import { earningPolicyRoutes } from './policy-routes.ts'
 import { Redemptions } from './redemptions.ts'
+import { SavePolicies } from './save-policy.ts'
 import { earningOpsRoutes, earningRoutes } from './routes.ts'
 import { Subscriptions } from './subscriptions.ts'
 
@@ -33,6 +36,8 @@ export function createEarningModule(deps: EarningModuleDeps) {
   const subscriptions = new Subscriptions(intentDeps)
   const instant = new InstantRedemptions(intentDeps)
   const redemptions = new Redemptions(intentDeps, instant)
+  const savePolicies = new SavePolicies({ db: deps.db, ledger: deps.ledger, clock: deps.clock, vaults: catalog, subscriptions })
+  const accruals = new Accruals({ db: deps.db, ledger: deps.ledger, vaults: catalog })
   const cycles = new Cycles({ db: deps.db, ledger: deps.ledger, vaults: catalog, venue, crashPoint: deps.crashPoint })
   const listCycles = async (vaultId: string) => {
     const vault = await catalog.require(vaultId)
@@ -42,7 +47,10 @@ export function createEarningModule(deps: EarningModuleDeps) {
   /** One pass of the worker: prices from the venue, then cycles whose cadence elapsed. */
   const runOnce = async () => {
     await catalog.syncPrices()
-    return cycles.runOnce()
+    const settled = await cycles.runOnce()
+    await savePolicies.runOnce()
+    await accruals.runOnce()
+    return settled
   }
   let timer: ReturnType<typeof setInterval> | undefined
   let running = false
@@ -54,7 +62,10 @@ export function createEarningModule(deps: EarningModuleDeps) {
     allocations: allocationSource(deps.ledger, catalog),
     /** Prices instant_redeem quotes (POST /v1/quotes). */
     quoteInstantRedeem: (orgId: string, input: Parameters<InstantRedemptions['price']>[1]) => instant.price(orgId, input),
+    savePolicies,
+    accruals,
     routes: earningRoutes(subscriptions, redemptions, deps.access),
+    policyRoutes: earningPolicyRoutes(savePolicies, accruals, deps.access),
     opsRoutes: earningOpsRoutes(cycles, listCycles),
     start() {
       if (deps.workerIntervalMs <= 0) return

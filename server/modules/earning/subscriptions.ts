@@ -2,6 +2,7 @@ import type { Database } from '../../../db/client.ts'
 import { assertCanSend } from '../../ledger/accounts.ts'
 import { SYSTEM_ACCOUNTS } from '../../ledger/hot-balances.ts'
 import type { Ledger } from '../../ledger/ledger.ts'
+import type { GuardedWrite } from '../../ledger/writer.ts'
 import { ApiError } from '../../lib/errors.ts'
 import { newId } from '../../lib/ids.ts'
 import { formatAmount, parseAmount } from '../../lib/money.ts'
@@ -37,11 +38,18 @@ class CycleClosedMeanwhile extends ApiError {
   }
 }
 
+/** What a subscription made on an account's behalf (its save policy) adds: a mark in its event, and writes in its commit. */
+export interface SubscriptionOrigin {
+  madeBy: 'save_policy'
+  /** Conditional writes committed with the intent (given its id), before it. */
+  guardedWrites(intentId: string): GuardedWrite[]
+}
+
 /** Subscriptions: deposit intents in a vault's open deposit cycle, and their cancellation. */
 export class Subscriptions {
   constructor(private readonly deps: IntentDeps) {}
 
-  async create(orgId: string, input: CreateSubscriptionInput): Promise<SubscriptionView> {
+  async create(orgId: string, input: CreateSubscriptionInput, origin?: SubscriptionOrigin): Promise<SubscriptionView> {
     const vault = await requireActiveVault(this.deps.vaults, input.vaultId)
     const info = requireAsset(vault.asset)
     const amount = parseAmount(input.amount, info.decimals, 'amount')
@@ -58,7 +66,7 @@ export class Subscriptions {
       const cycle = await vaultsRepo.openCycle(this.deps.db, vault.id, 'deposit')
       if (!cycle) throw new ApiError('conflict', `Vault ${vault.id} has no open deposit cycle`, { field: 'vaultId' })
       try {
-        return await this.submit(orgId, account.id, account.externalId, vault, cycle, amount, fee, info.decimals)
+        return await this.submit(orgId, account.id, account.externalId, vault, cycle, amount, fee, info.decimals, origin)
       } catch (error) {
         if (error instanceof CycleClosedMeanwhile && attempt < 2) continue
         throw error
@@ -66,7 +74,7 @@ export class Subscriptions {
     }
   }
 
-  private async submit(orgId: string, accountId: string, externalId: string, vault: vaultsRepo.VaultRecord, cycle: vaultsRepo.CycleRecord, amount: bigint, fee: bigint, decimals: number): Promise<SubscriptionView> {
+  private async submit(orgId: string, accountId: string, externalId: string, vault: vaultsRepo.VaultRecord, cycle: vaultsRepo.CycleRecord, amount: bigint, fee: bigint, decimals: number, origin?: SubscriptionOrigin): Promise<SubscriptionView> {
     const now = this.deps.clock.now(orgId)
     const net = amount - fee
     const row: repo.IntentRecord = {
@@ -100,6 +108,7 @@ export class Subscriptions {
       settlementCycle: cycle.number,
     }
     if (vault.subscriptionFeeBps > 0) data.fee = formatAmount(fee, decimals)
+    if (origin) data.madeBy = origin.madeBy
     await this.deps.ledger.submit({
       orgId,
       movementId: newId('mv'),
@@ -108,7 +117,7 @@ export class Subscriptions {
       createdAt: now,
       postings: nonZero([customer(accountId, 'available', vault.asset, -amount), customer(accountId, 'in_flight', vault.asset, net), system(SYSTEM_ACCOUNTS.fees, vault.asset, fee)]),
       events: [orgEvent(orgId, 'transaction.deposit.confirmed', data, now)],
-      guardedWrites: [{ write: (tx) => repo.insertIntentInOpenCycle(tx, row), refusal: () => new CycleClosedMeanwhile() }],
+      guardedWrites: [...(origin?.guardedWrites(row.id) ?? []), { write: (tx) => repo.insertIntentInOpenCycle(tx, row), refusal: () => new CycleClosedMeanwhile() }],
     })
     return toSubscriptionView(row, cycle.number, decimals)
   }
