@@ -432,6 +432,16 @@ export function answerInCommit(view: unknown): IdempotencyRow | undefined {
 }
 
 /**
+ * Takes back the answer given to `answerInCommit` when the operation carrying it did not commit
+ * and the service tries again with another answer (an intent whose cycle closed meanwhile goes
+ * to the next cycle): the next `answerInCommit` of the request makes the record anew.
+ */
+export function forgetAnswerInCommit(): void {
+  const slot = answerSlots.getStore()
+  if (slot !== undefined) slot.body = undefined
+}
+
+/**
  * For a write that does not go through the ledger (a quote, a declared deposit): `write` and the
  * request's idempotency record, with the answer made from what was written, commit in one
  * transaction. A key another request's commit took first rolls the write back

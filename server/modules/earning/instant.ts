@@ -4,6 +4,7 @@ import { assertCanSend } from '../../ledger/accounts.ts'
 import { SYSTEM_ACCOUNTS } from '../../ledger/hot-balances.ts'
 import { ApiError, invalid } from '../../lib/errors.ts'
 import { newId } from '../../lib/ids.ts'
+import { answerInCommit } from '../../platform/idempotency.ts'
 import { formatAmount, parseAmount } from '../../lib/money.ts'
 import { requireAsset } from '../../lib/assets.ts'
 import type { CreateInstantRedeemQuoteInput } from '../quotes/model.ts'
@@ -97,6 +98,7 @@ export class InstantRedemptions {
     const digest = intentDigest(row.id, 'instant')
     const format = (value: bigint) => formatAmount(value, decimals)
     const consumed = quoteRefusal(quote)
+    const view = toRedemptionView(row, null, decimals)
     try {
       await this.deps.ledger.submit({
         orgId,
@@ -120,12 +122,13 @@ export class InstantRedemptions {
           { write: (tx) => takeFromBuffer(tx, vault.id, quote.totalDebited), refusal: () => bufferShort(vault, quote.totalDebited, decimals) },
           { write: (tx) => repo.insertIntent(tx, row), refusal: () => consumed },
         ],
+        idempotencyRecord: answerInCommit(view),
       })
     } catch (error) {
       if (error instanceof ApiError && error.code === 'insufficient_available') throw new ApiError('insufficient_available', `Account ${account.id} no longer has the quoted shares free`, { field: 'quoteId' })
       throw error
     }
-    return toRedemptionView(row, null, decimals)
+    return view
   }
 }
 

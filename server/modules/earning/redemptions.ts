@@ -1,5 +1,6 @@
 import { ApiError, invalid } from '../../lib/errors.ts'
 import { newId } from '../../lib/ids.ts'
+import { answerInCommit, forgetAnswerInCommit, writeWithAnswer } from '../../platform/idempotency.ts'
 import { formatAmount, parseAmount } from '../../lib/money.ts'
 import { assertCanSend } from '../../ledger/accounts.ts'
 import { requireAsset } from '../../lib/assets.ts'
@@ -68,6 +69,7 @@ export class Redemptions {
       }
       if (vault.payoutMode === 'direct') data.estimatedProceeds = formatAmount(valueOf(shares, current.price), decimals)
       const closed = new ApiError('conflict', 'The cycle closed while this request was written; retry', { field: 'vaultId' })
+      const view = toRedemptionView(row, cycle.number, decimals)
       try {
         await this.deps.ledger.submit({
           orgId,
@@ -78,13 +80,18 @@ export class Redemptions {
           postings: [customer(account.id, 'available', sharesAsset(vault.id), -shares), customer(account.id, 'held', sharesAsset(vault.id), shares)],
           events: [orgEvent(orgId, 'transaction.redeem.confirmed', data, now)],
           guardedWrites: [{ write: (tx) => repo.insertIntentInOpenCycle(tx, row), refusal: () => closed }],
+          idempotencyRecord: answerInCommit(view),
         })
       } catch (error) {
-        if (error === closed && attempt < 2) continue
+        if (error === closed && attempt < 2) {
+          // The next attempt answers another intent: its commit carries the key's record anew.
+          forgetAnswerInCommit()
+          continue
+        }
         if (error instanceof ApiError && error.code === 'insufficient_available') throw new ApiError('insufficient_available', `Account ${account.id} has fewer than ${formatAmount(shares, decimals)} free shares of ${vault.id}`, { field: 'shares' })
         throw error
       }
-      return toRedemptionView(row, cycle.number, decimals)
+      return view
     }
   }
 
@@ -102,7 +109,8 @@ export class Redemptions {
     const claimedMeanwhile = new ApiError('conflict', 'These proceeds were claimed meanwhile', { field: 'vaultId' })
     const view = { accountId: account.id, vaultId: vault.id, amount: formatAmount(amount, decimals), intentIds: ids, digest }
     if (amount === 0n) {
-      await this.deps.db.transaction((tx) => repo.markClaimed(tx, ids, now))
+      // Nothing moves, but the intents are marked claimed: that write and the key's record commit together.
+      await writeWithAnswer(this.deps.db, (executor) => repo.markClaimed(executor, ids, now), () => view)
       return view
     }
     await this.deps.ledger.submit({
@@ -114,6 +122,7 @@ export class Redemptions {
       postings: [customer(account.id, 'in_flight', vault.asset, -amount), customer(account.id, 'available', vault.asset, amount)],
       events: [orgEvent(orgId, 'transaction.claim.confirmed', { accountId: account.id, externalId: account.externalId, vaultId: vault.id, amount: view.amount, intentIds: ids, digest }, now)],
       guardedWrites: [{ write: (tx) => repo.markClaimed(tx, ids, now), refusal: () => claimedMeanwhile }],
+      idempotencyRecord: answerInCommit(view),
     })
     return view
   }

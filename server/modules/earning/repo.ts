@@ -85,7 +85,7 @@ export async function claimableIntents(executor: Executor, orgId: string, accoun
 }
 
 /** Marks exactly these claimable intents claimed (a guarded write): false if any was claimed meanwhile. */
-export async function markClaimed(tx: Transaction, ids: string[], at: Date): Promise<boolean> {
+export async function markClaimed(tx: Executor, ids: string[], at: Date): Promise<boolean> {
   const rows = await tx
     .update(vaultIntents)
     .set({ claimedAt: at })

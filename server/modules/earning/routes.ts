@@ -14,12 +14,9 @@ export function earningRoutes(subscriptions: Subscriptions, redemptions: Redempt
     .use(access)
     .post(
       '/subscriptions',
-      async ({ body, principal, set }) => {
-        set.status = 201
-        return subscriptions.create(principal.orgId, body)
-      },
+      (context) => context.answerInCommit(context, 201, () => subscriptions.create(context.principal.orgId, context.body)),
       {
-        access: 'secret',
+        access: { level: 'secret', idempotency: 'commit' },
         body: CreateSubscriptionBody,
         response: { 201: Subscription },
         detail: apiDoc('Subscribe to a vault', 'Earning', {
@@ -28,8 +25,8 @@ export function earningRoutes(subscriptions: Subscriptions, redemptions: Redempt
         }),
       },
     )
-    .post('/subscriptions/cancel', ({ body, principal }) => subscriptions.cancel(principal.orgId, body.recordId), {
-      access: 'secret',
+    .post('/subscriptions/cancel', (context) => context.answerInCommit(context, 200, () => subscriptions.cancel(context.principal.orgId, context.body.recordId)), {
+      access: { level: 'secret', idempotency: 'commit' },
       body: CancelSubscriptionBody,
       response: Subscription,
       detail: apiDoc('Cancel a subscription by its recordId', 'Earning', {
@@ -45,12 +42,9 @@ export function earningRoutes(subscriptions: Subscriptions, redemptions: Redempt
     })
     .post(
       '/redemptions',
-      async ({ body, principal, set }) => {
-        set.status = 201
-        return redemptions.create(principal.orgId, body)
-      },
+      (context) => context.answerInCommit(context, 201, () => redemptions.create(context.principal.orgId, context.body)),
       {
-        access: 'secret',
+        access: { level: 'secret', idempotency: 'commit' },
         body: CreateRedemptionBody,
         response: { 201: Redemption },
         detail: apiDoc('Redeem shares', 'Earning', {
@@ -65,8 +59,8 @@ export function earningRoutes(subscriptions: Subscriptions, redemptions: Redempt
       response: Redemption,
       detail: apiDoc('Read a redemption', 'Earning'),
     })
-    .post('/claims', ({ body, principal }) => redemptions.claim(principal.orgId, body), {
-      access: 'secret',
+    .post('/claims', (context) => context.answerInCommit(context, 200, () => redemptions.claim(context.principal.orgId, context.body)), {
+      access: { level: 'secret', idempotency: 'commit' },
       body: CreateClaimBody,
       response: Claim,
       detail: apiDoc('Claim settled redemption proceeds', 'Earning', {

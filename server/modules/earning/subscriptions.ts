@@ -4,6 +4,7 @@ import { SYSTEM_ACCOUNTS } from '../../ledger/hot-balances.ts'
 import type { Ledger } from '../../ledger/ledger.ts'
 import type { GuardedWrite } from '../../ledger/writer.ts'
 import { ApiError } from '../../lib/errors.ts'
+import { answerInCommit, forgetAnswerInCommit } from '../../platform/idempotency.ts'
 import { newId } from '../../lib/ids.ts'
 import { formatAmount, parseAmount } from '../../lib/money.ts'
 import type { Clock } from '../clock/clock.ts'
@@ -68,7 +69,11 @@ export class Subscriptions {
       try {
         return await this.submit(orgId, account.id, account.externalId, vault, cycle, amount, fee, info.decimals, origin)
       } catch (error) {
-        if (error instanceof CycleClosedMeanwhile && attempt < 2) continue
+        if (error instanceof CycleClosedMeanwhile && attempt < 2) {
+          // The next attempt answers another intent: its commit carries the key's record anew.
+          if (!origin) forgetAnswerInCommit()
+          continue
+        }
         throw error
       }
     }
@@ -109,6 +114,7 @@ export class Subscriptions {
     }
     if (vault.subscriptionFeeBps > 0) data.fee = formatAmount(fee, decimals)
     if (origin) data.madeBy = origin.madeBy
+    const view = toSubscriptionView(row, cycle.number, decimals)
     await this.deps.ledger.submit({
       orgId,
       movementId: newId('mv'),
@@ -118,8 +124,10 @@ export class Subscriptions {
       postings: nonZero([customer(accountId, 'available', vault.asset, -amount), customer(accountId, 'in_flight', vault.asset, net), system(SYSTEM_ACCOUNTS.fees, vault.asset, fee)]),
       events: [orgEvent(orgId, 'transaction.deposit.confirmed', data, now)],
       guardedWrites: [...(origin?.guardedWrites(row.id) ?? []), { write: (tx) => repo.insertIntentInOpenCycle(tx, row), refusal: () => new CycleClosedMeanwhile() }],
+      // A request's Idempotency-Key commits with the intent (a save policy's subscription has none).
+      idempotencyRecord: origin ? undefined : answerInCommit(view),
     })
-    return toSubscriptionView(row, cycle.number, decimals)
+    return view
   }
 
   /** Cancels a confirmed deposit intent while its cycle is open: its amount back, the fee withheld kept. */
@@ -134,6 +142,7 @@ export class Subscriptions {
     const account = await this.deps.ledger.accounts.require(orgId, intent.accountId)
     const now = this.deps.clock.now(orgId)
     const refused = () => new ApiError('conflict', `Subscription ${intent.id} can no longer be cancelled (cancelled already, or its cycle closed)`, { field: 'recordId' })
+    const view = toSubscriptionView({ ...intent, state: 'cancelled', reason: 'cancelled' }, cycle.number, decimals)
     await this.deps.ledger.submit({
       orgId,
       movementId: newId('mv'),
@@ -161,8 +170,9 @@ export class Subscriptions {
         ),
       ],
       guardedWrites: [{ write: (tx) => repo.cancelIntentInOpenCycle(tx, intent.id), refusal: refused }],
+      idempotencyRecord: answerInCommit(view),
     })
-    return toSubscriptionView({ ...intent, state: 'cancelled', reason: 'cancelled' }, cycle.number, decimals)
+    return view
   }
 
   async get(orgId: string, id: string): Promise<SubscriptionView> {
