@@ -93,7 +93,7 @@ export async function buildApp(runtime: Runtime) {
     .use(paymentsRoutes(runtime, access, idempotency))
     .use(paymentsOpsRoutes(runtime))
     .use(depositsRoutes(runtime, access))
-    .use(suspenseOpsRoutes(runtime))
+    .use(suspenseOpsRoutes(runtime, idempotency))
     .use(allowlistRoutes(runtime, access))
     .use(withdrawalsRoutes(runtime, access))
     .use(withdrawalsOpsRoutes(runtime, operator.service))

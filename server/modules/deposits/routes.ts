@@ -1,6 +1,7 @@
 import { Elysia } from 'elysia'
 import { IdParams } from '../../lib/params.ts'
 import type { AccessPlugin } from '../../platform/access.ts'
+import { OPERATOR_SCOPE, runWithAnswerInCommit, type IdempotencyStore } from '../../platform/idempotency.ts'
 import { apiDoc } from '../../platform/openapi.ts'
 import type { Runtime } from '../../runtime.ts'
 import {
@@ -96,8 +97,12 @@ export function depositsRoutes(runtime: Runtime, access: AccessPlugin) {
 
 const opsDoc = (summary: string, description?: string) => apiDoc(summary, 'Operators', { security: 'operator', description })
 
-/** Suspense: arrivals that matched no deposit address of their organization, for operators to assign or return. */
-export function suspenseOpsRoutes(runtime: Runtime) {
+/**
+ * Suspense: arrivals that matched no deposit address of their organization, for operators to assign
+ * or return. Assigning and returning move money: their Idempotency-Key (in the operators' scope)
+ * commits with the movement.
+ */
+export function suspenseOpsRoutes(runtime: Runtime, idempotency: IdempotencyStore) {
   return new Elysia({ name: 'kassa/ops-suspense', prefix: '/ops/v1' })
     .get('/suspense', ({ query }) => service.listSuspense(runtime, query), {
       query: ListSuspenseQuery,
@@ -109,19 +114,19 @@ export function suspenseOpsRoutes(runtime: Runtime) {
       response: ChainArrival,
       detail: opsDoc('Read a suspense arrival'),
     })
-    .post('/suspense/:id/assign', ({ params, body }) => service.assignSuspense(runtime, params.id, body), {
+    .post('/suspense/:id/assign', (context) => runWithAnswerInCommit(idempotency, { ...context, orgId: OPERATOR_SCOPE }, 200, () => service.assignSuspense(runtime, context.params.id, context.body)), {
       params: IdParams,
       body: AssignSuspenseBody,
       response: ChainArrival,
       detail: opsDoc(
         'Assign a suspense arrival to an account',
-        "Once final, the amount moves from the organization's suspense account to the account's available balance as a completed deposit (source suspense_assignment), with funding.deposit.confirmed. conflict while confirming or once resolved.",
+        "Once final, the amount moves from the organization's suspense account to the account's available balance as a completed deposit (source suspense_assignment), with funding.deposit.confirmed. conflict while confirming or once resolved. Honours Idempotency-Key (operators' scope), committed with the movement.",
       ),
     })
-    .post('/suspense/:id/return', ({ params, body }) => service.returnSuspense(runtime, params.id, body), {
+    .post('/suspense/:id/return', (context) => runWithAnswerInCommit(idempotency, { ...context, orgId: OPERATOR_SCOPE }, 200, () => service.returnSuspense(runtime, context.params.id, context.body)), {
       params: IdParams,
       body: ReturnSuspenseBody,
       response: ChainArrival,
-      detail: opsDoc('Return a suspense arrival', 'Once final, the amount leaves suspense for chain clearing, to be paid back. conflict while confirming or once resolved.'),
+      detail: opsDoc('Return a suspense arrival', 'Once final, the amount leaves suspense for chain clearing, to be paid back. conflict while confirming or once resolved. Honours Idempotency-Key (operators\' scope), committed with the movement.'),
     })
 }

@@ -1,5 +1,5 @@
 import { eventRow } from '../../ledger/events.ts'
-import { writeWithAnswer } from '../../platform/idempotency.ts'
+import { answerInCommit, writeWithAnswer } from '../../platform/idempotency.ts'
 import { SYSTEM_ACCOUNTS, type Posting } from '../../ledger/hot-balances.ts'
 import { and, eq } from 'drizzle-orm'
 import type { Transaction } from '../../../db/client.ts'
@@ -554,6 +554,7 @@ export function assignSuspense(runtime: Runtime, arrivalId: string, input: { acc
       completedAt: now,
     }
     const assigned: ChainArrivalRow = { ...arrival, disposition: 'assigned', accountId: account.id, depositId: deposit.id, resolvedAt: now, resolutionNote: input.note ?? null }
+    const view = toArrivalView(runtime, assigned)
     await runtime.ledger.submit({
       orgId: arrival.orgId,
       movementId: newId('mv'),
@@ -568,8 +569,9 @@ export function assignSuspense(runtime: Runtime, arrivalId: string, input: { acc
       chainArrivals: [assigned],
       deposits: [deposit],
       events: [confirmedEvent(deposit, account.externalId, now)],
+      idempotencyRecord: answerInCommit(view),
     })
-    return toArrivalView(runtime, assigned)
+    return view
   })
 }
 
@@ -582,6 +584,7 @@ export function returnSuspense(runtime: Runtime, arrivalId: string, input: { not
     const arrival = await requireSuspense(runtime, arrivalId)
     const now = runtime.clock.now(arrival.orgId)
     const returned: ChainArrivalRow = { ...arrival, disposition: 'returned', resolvedAt: now, resolutionNote: input.note ?? null }
+    const view = toArrivalView(runtime, returned)
     const postings: Posting[] = [
       { accountId: SYSTEM_ACCOUNTS.suspense, kind: 'system', bucket: 'available', asset: arrival.asset, amountMinor: -arrival.amount },
       { accountId: SYSTEM_ACCOUNTS.chainClearing, kind: 'system', bucket: 'available', asset: arrival.asset, amountMinor: arrival.amount },
@@ -595,8 +598,9 @@ export function returnSuspense(runtime: Runtime, arrivalId: string, input: { not
       postings,
       guardedWrites: [arrivalStillIn(arrival.id, 'final', 'suspense', { disposition: 'returned', resolvedAt: now })],
       chainArrivals: [returned],
+      idempotencyRecord: answerInCommit(view),
     })
-    return toArrivalView(runtime, returned)
+    return view
   })
 }
 
