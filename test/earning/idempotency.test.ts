@@ -207,3 +207,40 @@ describe('redemptions and claims with an Idempotency-Key', () => {
     await expectVerified(app)
   })
 })
+
+describe('a cycle that closes while a keyed intent is written', () => {
+  /** Closes the vault's open cycle of this kind just before the next ledger submission, as another instance closing it would. */
+  function closeCycleBeforeNextSubmit(vaultId: string, kind: 'deposit' | 'redeem'): void {
+    const ledger = app.kassa.runtime.ledger
+    const submit = ledger.submit
+    ledger.submit = async function (this: typeof ledger, ...args: Parameters<typeof submit>) {
+      ledger.submit = submit
+      const cycle = await openCycleOf(app, vaultId, kind)
+      expect((await app.ops('POST', `/ops/v1/vault-cycles/${cycle.cycleId}/close`)).body.state).not.toBe('open')
+      return submit.apply(ledger, args)
+    } as typeof submit
+  }
+
+  test('a subscription goes to the next cycle, and its key records that answer, the one sent', async () => {
+    const dave = await fx.mint('dave')
+    await fx.fund(dave, '100')
+    const closing = await openCycleOf(app, 'kdirect', 'deposit')
+    closeCycleBeforeNextSubmit('kdirect', 'deposit')
+    const body = { accountId: dave, vaultId: 'kdirect', amount: '15' }
+    const subscription = await sendTwice('POST', '/v1/subscriptions', body, 'sub-next-cycle', 201)
+    expect(subscription.settlementCycle).toBe(closing.settlementCycle + 1)
+    const rows = await queryRows<{ id: string; cycle_id: string }>(app.kassa.runtime.db, sql`select id, cycle_id from vault_intents where account_id = ${dave}`)
+    expect(rows).toEqual([{ id: subscription.id, cycle_id: (await openCycleOf(app, 'kdirect', 'deposit')).cycleId }])
+    expect(await fx.balance(dave)).toMatchObject({ available: '85.000000', inFlight: '15.000000' })
+  })
+
+  test('so does a queued redemption', async () => {
+    const closing = await openCycleOf(app, 'kclaim', 'redeem')
+    closeCycleBeforeNextSubmit('kclaim', 'redeem')
+    const redemption = await sendTwice('POST', '/v1/redemptions', { accountId: alice, vaultId: 'kclaim', mode: 'queued', shares: '1' }, 'redeem-next-cycle', 201)
+    expect(redemption.settlementCycle).toBe(closing.settlementCycle + 1)
+    const rows = await queryRows<{ id: string }>(app.kassa.runtime.db, sql`select id from vault_intents where account_id = ${alice} and kind = 'redeem' and cycle_id = ${(await openCycleOf(app, 'kclaim', 'redeem')).cycleId}`)
+    expect(rows).toEqual([{ id: redemption.id }])
+    await expectVerified(app)
+  })
+})
