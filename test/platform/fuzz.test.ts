@@ -194,6 +194,10 @@ test(`hostile bodies, headers and path ids on every write route: never a 5xx, th
       victimAnswers.push(transfer.status)
       if (authorization.body.state === 'authorized') victimAnswers.push(201)
       else victimDeclines.push(authorization.body.failureCode ?? authorization.status)
+      // A real client's next request arrives through the event loop's I/O; in process, on the
+      // embedded database (whose queries settle as promises), a loop that never yields would keep
+      // anything waiting on a thread (key generation, timers) from ever running.
+      await new Promise((resolve) => setImmediate(resolve))
     }
   })()
 
