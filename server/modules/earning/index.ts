@@ -5,6 +5,7 @@ import { requireAsset } from '../../lib/assets.ts'
 import type { Clock } from '../clock/clock.ts'
 import * as vaultsRepo from '../vaults/repo.ts'
 import type { VaultsModule } from '../vaults/index.ts'
+import { readCycleIntents } from './cycle-intents.ts'
 import { Cycles, toCycleView } from './cycles.ts'
 import { allocationSource } from './positions.ts'
 import { InstantRedemptions } from './instant.ts'
@@ -66,7 +67,7 @@ export function createEarningModule(deps: EarningModuleDeps) {
     accruals,
     routes: earningRoutes(subscriptions, redemptions, deps.access),
     policyRoutes: earningPolicyRoutes(savePolicies, accruals, deps.access),
-    opsRoutes: earningOpsRoutes(cycles, listCycles),
+    opsRoutes: earningOpsRoutes(cycles, listCycles, (cycleId) => readCycleIntents({ db: deps.db, cycles, vaults: catalog }, cycleId)),
     start() {
       if (deps.workerIntervalMs <= 0) return
       timer = setInterval(() => {

@@ -3,7 +3,8 @@ import { IdParams } from '../../lib/params.ts'
 import type { AccessPlugin } from '../../platform/access.ts'
 import { apiDoc } from '../../platform/openapi.ts'
 import type { Cycles } from './cycles.ts'
-import { CancelSubscriptionBody, Claim, CreateClaimBody, CreateRedemptionBody, CreateSubscriptionBody, Cycle, Redemption, Subscription } from './model.ts'
+import type { CycleIntentsView } from './cycle-intents.ts'
+import { CancelSubscriptionBody, Claim, CreateClaimBody, CreateRedemptionBody, CreateSubscriptionBody, Cycle, CycleIntents, Redemption, Subscription } from './model.ts'
 import type { Redemptions } from './redemptions.ts'
 import type { Subscriptions } from './subscriptions.ts'
 
@@ -78,12 +79,20 @@ export function earningRoutes(subscriptions: Subscriptions, redemptions: Redempt
 
 const CycleParams = t.Object({ id: t.String({ maxLength: 64 }) })
 
-export function earningOpsRoutes(cycles: Cycles, listCycles: (vaultId: string) => Promise<unknown[]>) {
+export function earningOpsRoutes(cycles: Cycles, listCycles: (vaultId: string) => Promise<unknown[]>, cycleIntents: (cycleId: string) => Promise<CycleIntentsView>) {
   return new Elysia({ name: 'kassa/ops-earning', prefix: '/ops/v1' })
     .get('/vaults/:id/cycles', async ({ params }) => ({ cycles: (await listCycles(params.id)) as never[] }), {
       params: CycleParams,
       response: t.Object({ cycles: t.Array(Cycle) }),
       detail: ops('A vault\'s cycles, newest first'),
+    })
+    .get('/vault-cycles/:id/intents', ({ params }) => cycleIntents(params.id), {
+      params: CycleParams,
+      response: CycleIntents,
+      detail: ops(
+        'A cycle with its intents',
+        'The cycle, its intents across organizations (oldest first, at most 500, hasMore beyond) with their accounts, and the totals of the confirmed ones: what a close, settle or roll back acts on (deposits: net amount and fee; redemptions: shares locked). not_found for an unknown cycle.',
+      ),
     })
     .post('/vault-cycles/:id/close', async ({ params }) => cycles.view(await cycles.close(params.id)), {
       params: CycleParams,
