@@ -1,6 +1,7 @@
 import type { Database } from '../../../db/client.ts'
 import type { Ledger } from '../../ledger/ledger.ts'
 import type { AccessPlugin } from '../../platform/access.ts'
+import type { OperatorIdempotencyPlugin } from '../../platform/operator-idempotency.ts'
 import { requireAsset } from '../../lib/assets.ts'
 import type { Clock } from '../clock/clock.ts'
 import * as vaultsRepo from '../vaults/repo.ts'
@@ -23,6 +24,8 @@ export interface EarningModuleDeps {
   clock: Clock
   vaults: VaultsModule
   access: AccessPlugin
+  /** Idempotency-Key for the operator routes' writes. */
+  opsIdempotency: OperatorIdempotencyPlugin
   /** How often the worker syncs prices and runs the cycle cadence; 0 for never (tests call runOnce). */
   workerIntervalMs: number
   crashPoint: string | undefined
@@ -67,7 +70,7 @@ export function createEarningModule(deps: EarningModuleDeps) {
     accruals,
     routes: earningRoutes(subscriptions, redemptions, deps.access),
     policyRoutes: earningPolicyRoutes(savePolicies, accruals, deps.access),
-    opsRoutes: earningOpsRoutes(cycles, listCycles, (cycleId) => readCycleIntents({ db: deps.db, cycles, vaults: catalog }, cycleId)),
+    opsRoutes: earningOpsRoutes(deps.opsIdempotency, cycles, listCycles, (cycleId) => readCycleIntents({ db: deps.db, cycles, vaults: catalog }, cycleId)),
     start() {
       if (deps.workerIntervalMs <= 0) return
       timer = setInterval(() => {

@@ -1,6 +1,7 @@
 import { Elysia, t } from 'elysia'
 import { IdParams } from '../../lib/params.ts'
 import type { AccessPlugin } from '../../platform/access.ts'
+import type { OperatorIdempotencyPlugin } from '../../platform/operator-idempotency.ts'
 import { apiDoc } from '../../platform/openapi.ts'
 import type { Cycles } from './cycles.ts'
 import type { CycleIntentsView } from './cycle-intents.ts'
@@ -79,8 +80,10 @@ export function earningRoutes(subscriptions: Subscriptions, redemptions: Redempt
 
 const CycleParams = t.Object({ id: t.String({ maxLength: 64 }) })
 
-export function earningOpsRoutes(cycles: Cycles, listCycles: (vaultId: string) => Promise<unknown[]>, cycleIntents: (cycleId: string) => Promise<CycleIntentsView>) {
+/** Operators move cycles on (under /ops/v1, operator token); every POST honours Idempotency-Key. */
+export function earningOpsRoutes(idempotent: OperatorIdempotencyPlugin, cycles: Cycles, listCycles: (vaultId: string) => Promise<unknown[]>, cycleIntents: (cycleId: string) => Promise<CycleIntentsView>) {
   return new Elysia({ name: 'kassa/ops-earning', prefix: '/ops/v1' })
+    .use(idempotent)
     .get('/vaults/:id/cycles', async ({ params }) => ({ cycles: (await listCycles(params.id)) as never[] }), {
       params: CycleParams,
       response: t.Object({ cycles: t.Array(Cycle) }),

@@ -1,5 +1,6 @@
 import { Elysia, t } from 'elysia'
 import type { AccessPlugin } from '../../platform/access.ts'
+import type { OperatorIdempotencyPlugin } from '../../platform/operator-idempotency.ts'
 import { apiDoc } from '../../platform/openapi.ts'
 import type { VaultClock } from './clock.ts'
 import { AdvanceBody, CreateVaultBody, SetNavBody, UpdateVaultBody, Vault, VaultIdParams, VaultList, VaultPrice } from './model.ts'
@@ -34,9 +35,10 @@ export function vaultsPublicRoutes(catalog: VaultCatalog, access: AccessPlugin) 
     })
 }
 
-/** Operators manage the catalog (under /ops/v1, operator token). */
-export function vaultsOpsRoutes(catalog: VaultCatalog, clock: VaultClock, sandbox: boolean) {
+/** Operators manage the catalog (under /ops/v1, operator token); every POST honours Idempotency-Key. */
+export function vaultsOpsRoutes(catalog: VaultCatalog, clock: VaultClock, sandbox: boolean, idempotent: OperatorIdempotencyPlugin) {
   let routes = new Elysia({ name: 'kassa/ops-vaults', prefix: '/ops/v1' })
+    .use(idempotent)
     .post(
       '/vaults',
       async ({ body, set }) => {
