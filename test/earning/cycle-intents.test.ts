@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { startTestApp, type TestApp } from '../support/app.ts'
 import { ledgerFixture, type LedgerFixture } from '../ledger/support.ts'
-import { createVault, intentRows, openCycleOf } from './support.ts'
+import { createVault, eventsOf, intentRows, openCycleOf } from './support.ts'
 
 let app: TestApp
 let fx: LedgerFixture
@@ -59,5 +59,33 @@ describe('an operator reads a cycle with its intents', () => {
     expect(anonymous.status).toBe(401)
     const openapi = await (await app.kassa.app.handle(new Request('http://localhost/openapi.json'))).json()
     expect(Object.keys(openapi.paths)).toContain('/ops/v1/vault-cycles/{id}/intents')
+  }, 30_000)
+})
+
+describe('operator writes on vaults and cycles honour Idempotency-Key', () => {
+  const post = (path: string, key: string) =>
+    app.kassa.app.handle(new Request(`http://localhost${path}`, { method: 'POST', headers: { authorization: `Bearer ${app.kassa.runtime.operatorToken}`, 'idempotency-key': key } }))
+
+  test('a retried pause answers the first answer again and sends no second event; a retried roll back replays too', async () => {
+    await createVault(app, 'keyed')
+    const pausedBefore = (await eventsOf(app, 'vault.paused')).length
+    const first = await post('/ops/v1/vaults/keyed/pause', 'pause-keyed-1')
+    expect(first.status).toBe(200)
+    expect((await first.json()).state).toBe('paused')
+    expect((await app.ops('POST', '/ops/v1/vaults/keyed/unpause')).body.state).toBe('active')
+    const again = await post('/ops/v1/vaults/keyed/pause', 'pause-keyed-1')
+    expect(again.status).toBe(200)
+    expect(again.headers.get('idempotent-replayed')).toBe('true')
+    expect((await again.json()).state).toBe('paused')
+    // The replay changed nothing: the vault stays active, one vault.paused was sent.
+    expect((await app.ops('GET', '/ops/v1/vaults')).body.vaults.find((vault: any) => vault.vaultId === 'keyed').state).toBe('active')
+    expect((await eventsOf(app, 'vault.paused')).length).toBe(pausedBefore + 1)
+
+    const cycle = await openCycleOf(app, 'keyed', 'deposit')
+    const rolled = await post(`/ops/v1/vault-cycles/${cycle.cycleId}/rollback`, 'rollback-keyed-1')
+    expect((await rolled.json()).state).toBe('rolled_back')
+    const replayed = await post(`/ops/v1/vault-cycles/${cycle.cycleId}/rollback`, 'rollback-keyed-1')
+    expect(replayed.headers.get('idempotent-replayed')).toBe('true')
+    expect((await replayed.json()).state).toBe('rolled_back')
   }, 30_000)
 })
