@@ -70,8 +70,10 @@ export function cycleEffect(action: CycleAction, vault: VaultInfo, info: CycleIn
     const paid = vault.terms.payoutMode === 'direct' ? 'paid to the available balance of' : 'made claimable by'
     return `Settle ${name} at a fresh venue price? ${count}: ${pending.shares} shares redeemed, proceeds ${paid} ${accounts}.`
   }
-  if (deposit)
-    return `Roll back ${name}? ${count} cancelled: ${addDecimals(pending.amount, pending.fee)} ${vault.asset} (${pending.amount} + ${pending.fee} fees) back to ${accounts}.`
+  if (deposit) {
+    const fees = /^0(\.0*)?$/.test(pending.fee) ? '' : ` (${pending.amount} + ${pending.fee} fees)`
+    return `Roll back ${name}? ${count} cancelled: ${addDecimals(pending.amount, pending.fee)} ${vault.asset}${fees} back to ${accounts}.`
+  }
   return `Roll back ${name}? ${count} cancelled: ${pending.shares} shares unlocked back to ${accounts}.`
 }
 

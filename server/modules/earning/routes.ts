@@ -100,14 +100,14 @@ export function earningOpsRoutes(idempotent: OperatorIdempotencyPlugin, cycles: 
     .post('/vault-cycles/:id/close', async ({ params }) => cycles.view(await cycles.close(params.id)), {
       params: CycleParams,
       response: Cycle,
-      detail: ops('Close a cycle', 'No more intents join it; the next cycle opens. Sends vault.cycle.closed with its totals. A cycle past open is answered as it is. Honours Idempotency-Key (operator keys live apart from every organization's): a retry with the same key answers the first answer again.'),
+      detail: ops('Close a cycle', 'No more intents join it; the next cycle opens. Sends vault.cycle.closed with its totals. A cycle past open is answered as it is. Honours Idempotency-Key (operator keys live apart from every organization\'s): a retry with the same key answers the first answer again.'),
     })
     .post('/vault-cycles/:id/settle', async ({ params }) => cycles.view(await cycles.settle(params.id)), {
       params: CycleParams,
       response: Cycle,
       detail: ops(
         'Settle a cycle',
-        'Closes it if open, takes one fresh price from the venue and settles every intent in one transaction (vault.cycle.settled, one transaction.*.settled per intent). Settling a settled cycle changes nothing; a rolled-back one is conflict. Honours Idempotency-Key (operator keys live apart from every organization's): a retry with the same key answers the first answer again.',
+        'Closes it if open, takes one fresh price from the venue and settles every intent in one transaction (vault.cycle.settled, one transaction.*.settled per intent). Settling a settled cycle changes nothing; a rolled-back one is conflict. Honours Idempotency-Key (operator keys live apart from every organization\'s): a retry with the same key answers the first answer again.',
       ),
     })
     .post('/vault-cycles/:id/rollback', async ({ params }) => cycles.view(await cycles.rollback(params.id)), {
@@ -115,7 +115,7 @@ export function earningOpsRoutes(idempotent: OperatorIdempotencyPlugin, cycles: 
       response: Cycle,
       detail: ops(
         'Roll back an open or closed cycle',
-        'Every intent cancelled with reason rollback and given back exactly (a subscription\'s whole amount, its fee included; a redemption\'s shares unlocked); vault.cycle.rolled_back. Repeating it changes nothing; a settled cycle is conflict. Honours Idempotency-Key (operator keys live apart from every organization's): a retry with the same key answers the first answer again.',
+        'Every intent cancelled with reason rollback and given back exactly (a subscription\'s whole amount, its fee included; a redemption\'s shares unlocked); vault.cycle.rolled_back. Repeating it changes nothing; a settled cycle is conflict. Honours Idempotency-Key (operator keys live apart from every organization\'s): a retry with the same key answers the first answer again.',
       ),
     })
     .post('/vault-cycles/run', async () => ({ settled: await cycles.runOnce() }), {

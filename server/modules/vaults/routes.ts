@@ -57,12 +57,12 @@ export function vaultsOpsRoutes(catalog: VaultCatalog, clock: VaultClock, sandbo
     .post('/vaults/:id/pause', ({ params }) => catalog.setState(params.id, 'paused'), {
       params: VaultIdParams,
       response: Vault,
-      detail: ops('Pause a vault', 'Subscriptions and redemptions are refused (conflict); cancels and claims keep working. Sends vault.paused. Honours Idempotency-Key (operator keys live apart from every organization's): a retry with the same key answers the first answer again.'),
+      detail: ops('Pause a vault', 'Subscriptions and redemptions are refused (conflict); cancels and claims keep working. Sends vault.paused. Honours Idempotency-Key (operator keys live apart from every organization\'s): a retry with the same key answers the first answer again.'),
     })
     .post('/vaults/:id/unpause', ({ params }) => catalog.setState(params.id, 'active'), {
       params: VaultIdParams,
       response: Vault,
-      detail: ops('Unpause a vault', 'Sends vault.unpaused. Honours Idempotency-Key (operator keys live apart from every organization's): a retry with the same key answers the first answer again.'),
+      detail: ops('Unpause a vault', 'Sends vault.unpaused. Honours Idempotency-Key (operator keys live apart from every organization\'s): a retry with the same key answers the first answer again.'),
     })
     .post('/vaults/prices/sync', async () => ({ changed: await catalog.syncPrices() }), {
       response: t.Object({ changed: t.Integer() }),
