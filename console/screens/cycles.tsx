@@ -4,7 +4,7 @@ import { newIdempotencyKey, type CycleAction, type CycleIntentsInfo, type VaultI
 import { Confirm, fit, Outcome, Prompt } from '../components.tsx'
 import { useConsole, useTint } from '../context.tsx'
 import type { ScreenDefinition, ScreenProps } from './types.ts'
-import { addDecimals, cycleTotals, plain, withPending, type CycleWithPending } from './vault-data.ts'
+import { addDecimals, cycleTotals, sharePrice, withPending, type CycleWithPending } from './vault-data.ts'
 
 type Message = { text: string; tone: 'ok' | 'error' | 'info' } | null
 
@@ -41,7 +41,7 @@ const VERBS: Record<CycleAction, [string, string, string]> = {
 function cells(entry: CycleWithPending, asset: string): string[] {
   const { cycle } = entry
   const totals = cycleTotals(entry, asset)
-  return [`#${cycle.settlementCycle}`, cycle.cycleKind, cycle.state, totals.intents, totals.amount, plain(cycle.sharePrice), cycle.openedAt.slice(5, 16).replace('T', ' ')]
+  return [`#${cycle.settlementCycle}`, cycle.cycleKind, cycle.state, totals.intents, totals.amount, sharePrice(cycle.sharePrice), cycle.openedAt.slice(5, 16).replace('T', ' ')]
 }
 
 /** Whose intents they are: the accounts' ids in their organizations, the first few. */

@@ -19,6 +19,13 @@ export function plain(amount: string | null | undefined): string {
   return amount.includes('.') ? amount.replace(/\.?0+$/, '') : amount
 }
 
+/** A share price cut to 6 decimals for a column ("1.001120448..." -> "1.00112"); the API has all 18. */
+export function sharePrice(price: string | null | undefined): string {
+  if (price === null || price === undefined) return '–'
+  const [whole, fraction = ''] = price.split('.')
+  return plain(`${whole}.${fraction.slice(0, 6).padEnd(1, '0')}`)
+}
+
 /** Adds two decimal strings exactly. */
 export function addDecimals(a: string, b: string): string {
   const digits = Math.max(a.split('.')[1]?.length ?? 0, b.split('.')[1]?.length ?? 0)

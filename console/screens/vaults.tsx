@@ -4,7 +4,7 @@ import { newIdempotencyKey } from '../api.ts'
 import { Confirm, fit, Outcome } from '../components.tsx'
 import { useConsole, useTint } from '../context.tsx'
 import type { ScreenDefinition, ScreenProps } from './types.ts'
-import { cycleTotals, loadVaultRows, percent, plain, type CycleWithPending, type VaultRow } from './vault-data.ts'
+import { cycleTotals, loadVaultRows, percent, sharePrice, type CycleWithPending, type VaultRow } from './vault-data.ts'
 
 type Message = { text: string; tone: 'ok' | 'error' | 'info' } | null
 
@@ -35,7 +35,7 @@ function cells(row: VaultRow): string[] {
   return [
     row.vault.vaultId,
     row.vault.state,
-    row.price ? plain(row.price.sharePrice) : '–',
+    sharePrice(row.price?.sharePrice),
     percent(row.price?.apy),
     openCycle(row.deposit, row.vault.asset),
     openCycle(row.redeem, row.vault.asset),
