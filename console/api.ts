@@ -96,8 +96,8 @@ export class OperatorApi {
     return { authorization: `Bearer ${this.token}`, ...extra }
   }
 
-  async call<T>(method: string, path: string, options: { body?: unknown; idempotencyKey?: string; anonymous?: boolean } = {}): Promise<ApiResult<T>> {
-    const headers = options.anonymous ? {} : this.headers()
+  async call<T>(method: string, path: string, options: { body?: unknown; idempotencyKey?: string } = {}): Promise<ApiResult<T>> {
+    const headers = this.headers()
     if (options.body !== undefined) headers['content-type'] = 'application/json'
     if (options.idempotencyKey !== undefined) headers['idempotency-key'] = options.idempotencyKey
     let response: Response
@@ -155,9 +155,8 @@ export class OperatorApi {
     return this.call<{ vaults: VaultInfo[] }>('GET', '/ops/v1/vaults')
   }
 
-  /** The public price read: sent without the operator token (the organizations' API would take it for an API key). */
   vaultPrice(vaultId: string) {
-    return this.call<VaultPriceInfo>('GET', `/v1/vaults/${encodeURIComponent(vaultId)}/price`, { anonymous: true })
+    return this.call<VaultPriceInfo>('GET', `/ops/v1/vaults/${encodeURIComponent(vaultId)}/price`)
   }
 
   setVaultState(vaultId: string, action: 'pause' | 'unpause', idempotencyKey: string) {

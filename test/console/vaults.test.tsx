@@ -118,7 +118,7 @@ describe('the Cycles screen', () => {
     expect(frame).toContain('Cycle  Kind     State       Intents Amount             Price     Opened')
     await view.shows(/#\d+\s+deposit\s+open\s+\d+\s+[\d.]+ USDC/)
     await view.shows(/#\d+\s+redeem\s+open\s+0\s+0 sh/)
-    view.press(KEYS.right ?? '\u001B[C')
+    view.press(KEYS.right)
     await view.shows('‹ beta › Vault beta · active · payout claimable · 2 of 2')
   }, 30_000)
 
@@ -129,7 +129,7 @@ describe('the Cycles screen', () => {
     const view = renderConsole(op.baseUrl, op.token)
     view.press('4')
     await view.shows('‹ alpha ›')
-    view.press('\u001B[D')
+    view.press(KEYS.left)
     await view.shows('‹ gamma ›')
     await view.shows(`selected ${cycle.cycleId}`)
     view.press('c')

@@ -57,7 +57,7 @@ describe('an operator reads a cycle with its intents', () => {
     const cycle = await openCycleOf(app, 'listed', 'redeem')
     const anonymous = await app.kassa.app.handle(new Request(`http://localhost/ops/v1/vault-cycles/${cycle.cycleId}/intents`))
     expect(anonymous.status).toBe(401)
-    const openapi = await (await app.kassa.app.handle(new Request('http://localhost/openapi.json'))).json()
+    const openapi = (await (await app.kassa.app.handle(new Request('http://localhost/openapi.json'))).json()) as any
     expect(Object.keys(openapi.paths)).toContain('/ops/v1/vault-cycles/{id}/intents')
   }, 30_000)
 })
@@ -71,21 +71,35 @@ describe('operator writes on vaults and cycles honour Idempotency-Key', () => {
     const pausedBefore = (await eventsOf(app, 'vault.paused')).length
     const first = await post('/ops/v1/vaults/keyed/pause', 'pause-keyed-1')
     expect(first.status).toBe(200)
-    expect((await first.json()).state).toBe('paused')
+    expect(((await first.json()) as any).state).toBe('paused')
     expect((await app.ops('POST', '/ops/v1/vaults/keyed/unpause')).body.state).toBe('active')
     const again = await post('/ops/v1/vaults/keyed/pause', 'pause-keyed-1')
     expect(again.status).toBe(200)
     expect(again.headers.get('idempotent-replayed')).toBe('true')
-    expect((await again.json()).state).toBe('paused')
+    expect(((await again.json()) as any).state).toBe('paused')
     // The replay changed nothing: the vault stays active, one vault.paused was sent.
     expect((await app.ops('GET', '/ops/v1/vaults')).body.vaults.find((vault: any) => vault.vaultId === 'keyed').state).toBe('active')
     expect((await eventsOf(app, 'vault.paused')).length).toBe(pausedBefore + 1)
 
     const cycle = await openCycleOf(app, 'keyed', 'deposit')
     const rolled = await post(`/ops/v1/vault-cycles/${cycle.cycleId}/rollback`, 'rollback-keyed-1')
-    expect((await rolled.json()).state).toBe('rolled_back')
+    expect(((await rolled.json()) as any).state).toBe('rolled_back')
     const replayed = await post(`/ops/v1/vault-cycles/${cycle.cycleId}/rollback`, 'rollback-keyed-1')
     expect(replayed.headers.get('idempotent-replayed')).toBe('true')
-    expect((await replayed.json()).state).toBe('rolled_back')
+    expect(((await replayed.json()) as any).state).toBe('rolled_back')
+  }, 30_000)
+})
+
+describe('an operator reads a vault\'s price', () => {
+  test('under /ops/v1, the same view as the public read, without the public rate limit', async () => {
+    const publicRead = await app.kassa.app.handle(new Request('http://localhost/v1/vaults/listed/price'))
+    expect(publicRead.status).toBe(200)
+    const expected = (await publicRead.json()) as any
+    for (let index = 0; index < 40; index++) {
+      const read = await app.ops('GET', '/ops/v1/vaults/listed/price')
+      expect(read.status).toBe(200)
+      expect(read.body).toEqual(expected)
+    }
+    expect((await app.ops('GET', '/ops/v1/vaults/nope/price')).status).toBe(404)
   }, 30_000)
 })

@@ -48,6 +48,11 @@ export function vaultsOpsRoutes(catalog: VaultCatalog, clock: VaultClock, sandbo
       { body: CreateVaultBody, response: { 201: Vault }, detail: ops('Create a vault', 'Opens its first deposit and redeem cycles and records its initial price.') },
     )
     .get('/vaults', async () => ({ vaults: (await catalog.list()).map(toVaultView) }), { response: VaultList, detail: ops('List vaults') })
+    .get('/vaults/:id/price', ({ params }) => catalog.priceView(params.id), {
+      params: VaultIdParams,
+      response: VaultPrice,
+      detail: ops('A vault\'s price, for operators', 'The same view as GET /v1/vaults/{id}/price, under the operator token and its limits rather than the public rate limit (the console reads it on every refresh).'),
+    })
     .patch('/vaults/:id', ({ params, body }) => catalog.update(params.id, body), {
       params: VaultIdParams,
       body: UpdateVaultBody,
