@@ -43,6 +43,47 @@ export interface KassaEvent {
   data: Record<string, unknown>
 }
 
+export interface VaultInfo {
+  vaultId: string
+  name: string
+  asset: string
+  state: 'active' | 'paused'
+  instantBuffer: string
+  terms: { payoutMode: string; depositCycleSeconds: number | null; redeemCycleSeconds: number | null }
+}
+
+export interface VaultPriceInfo {
+  sharePrice: string
+  apy: string | null
+  asOf: string
+  stale: boolean
+}
+
+export interface CycleInfo {
+  cycleId: string
+  vaultId: string
+  cycleKind: 'deposit' | 'redeem'
+  settlementCycle: number
+  state: 'open' | 'closed' | 'settled' | 'rolled_back'
+  openedAt: string
+  closedAt: string | null
+  finishedAt: string | null
+  sharePrice: string | null
+  totalAmount: string | null
+  totalShares: string | null
+  fee: string | null
+  intents: number | null
+}
+
+export interface CycleIntentsInfo {
+  cycle: CycleInfo
+  pending: { intents: number; accounts: number; amount: string; fee: string; shares: string }
+  intents: Array<{ id: string; orgId: string; accountId: string; externalId: string; state: string; reason: string | null; amount: string | null; fee: string; shares: string | null }>
+  hasMore: boolean
+}
+
+export type CycleAction = 'close' | 'settle' | 'rollback'
+
 const REQUEST_TIMEOUT_MS = 10_000
 
 export class OperatorApi {
@@ -108,6 +149,30 @@ export class OperatorApi {
 
   reject(id: string, operator: string, reason: string, idempotencyKey: string) {
     return this.call<{ id: string; state: string }>('POST', `/ops/v1/withdrawals/${encodeURIComponent(id)}/reject`, { body: { operator, reason }, idempotencyKey })
+  }
+
+  vaults() {
+    return this.call<{ vaults: VaultInfo[] }>('GET', '/ops/v1/vaults')
+  }
+
+  vaultPrice(vaultId: string) {
+    return this.call<VaultPriceInfo>('GET', `/ops/v1/vaults/${encodeURIComponent(vaultId)}/price`)
+  }
+
+  setVaultState(vaultId: string, action: 'pause' | 'unpause', idempotencyKey: string) {
+    return this.call<VaultInfo>('POST', `/ops/v1/vaults/${encodeURIComponent(vaultId)}/${action}`, { idempotencyKey })
+  }
+
+  cycles(vaultId: string) {
+    return this.call<{ cycles: CycleInfo[] }>('GET', `/ops/v1/vaults/${encodeURIComponent(vaultId)}/cycles`)
+  }
+
+  cycleIntents(cycleId: string) {
+    return this.call<CycleIntentsInfo>('GET', `/ops/v1/vault-cycles/${encodeURIComponent(cycleId)}/intents`)
+  }
+
+  cycleAction(cycleId: string, action: CycleAction, idempotencyKey: string) {
+    return this.call<CycleInfo>('POST', `/ops/v1/vault-cycles/${encodeURIComponent(cycleId)}/${action}`, { idempotencyKey })
   }
 }
 

@@ -24,17 +24,21 @@ const FRAME_KEYS = [
 ] as const
 
 function Help({ screens }: { screens: readonly ScreenDefinition[] }) {
+  // Compact, so that every screen fits 80 × 24: its number, title and keys on one line, its text below.
   return (
     <Box flexDirection="column">
       <Text bold>Help</Text>
-      <Text>Keyboard only. q quits, ? shows or hides this help, 1 to {screens.length} or tab switch screens.</Text>
+      <Text wrap="truncate">Keyboard only. q quits, ? shows or hides this help, 1 to {screens.length} or tab switch screens.</Text>
       {screens.map((screen, index) => (
-        <Box key={screen.id} flexDirection="column" marginTop={1}>
-          <Text bold>
-            {index + 1} {screen.title}
+        <Box key={screen.id} flexDirection="column" flexShrink={0}>
+          <Text wrap="truncate">
+            <Text bold>
+              {index + 1} {screen.title}
+            </Text>
+            {'  '}
+            <KeyHints keys={screen.keys} />
           </Text>
           <Text wrap="wrap">{screen.help}</Text>
-          <KeyHints keys={screen.keys} />
         </Box>
       ))}
     </Box>

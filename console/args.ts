@@ -25,6 +25,9 @@ Keys:
   Withdrawals        up/down select, enter detail, a approve, r reject, g refresh, esc back
   Events             p pause/resume, t filter types (exact or ns.*), o filter organization,
                      c clear filters
+  Vaults             up/down select, p pause, u unpause (each asks y/n), g refresh
+  Cycles             left/right vault, up/down select, c close, s settle, b roll back
+                     (each shows its effect and asks y/n; a roll back asks for the vault id)
 
 Colours are off when NO_COLOR is set.
 `

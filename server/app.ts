@@ -35,6 +35,7 @@ import { apiKeyAuthPlugin, operatorAuthPlugin } from './platform/auth.ts'
 import { jsonBodyPlugin, requestShapePlugin } from './platform/body.ts'
 import { errorsPlugin } from './platform/errors.ts'
 import { IdempotencyStore, ownersOf } from './platform/idempotency.ts'
+import { operatorIdempotency } from './platform/operator-idempotency.ts'
 import { openapiPlugin } from './platform/openapi.ts'
 import { closeRuntime, createRuntime, type Runtime, type RuntimeOptions } from './runtime.ts'
 
@@ -49,10 +50,12 @@ export async function buildApp(runtime: Runtime) {
   const statements = createStatementsModule({ db: runtime.db, ledger: runtime.ledger, clock: runtime.clock, access, config: runtime.config })
   runtime.stoppers.unshift(() => statements.stop())
   const operator = createOperatorModule({ runtime, idempotency })
+  // Operator writes outside the operator module (vaults, cycles) keep their keys in the same space.
+  const opsIdempotency = operatorIdempotency(idempotency, operator.service.tokenFingerprint)
   // Earning (vaults): the catalog and its venue, then the intents that settle in its cycles.
   // Off (no routes) where no venue is configured: production until a venue adapter exists.
   const vaults =
-    runtime.config.vaultVenue === 'sandbox' ? await createVaultsModule({ db: runtime.db, wallNowMs: () => runtime.clock.wallNowMs(), venue: 'sandbox', access }) : undefined
+    runtime.config.vaultVenue === 'sandbox' ? await createVaultsModule({ db: runtime.db, wallNowMs: () => runtime.clock.wallNowMs(), venue: 'sandbox', access, opsIdempotency }) : undefined
   const earning =
     vaults === undefined
       ? undefined
@@ -62,6 +65,7 @@ export async function buildApp(runtime: Runtime) {
           clock: runtime.clock,
           vaults,
           access,
+          opsIdempotency,
           workerIntervalMs: runtime.config.earningWorkerIntervalMs,
           crashPoint: runtime.config.crashPoint,
         })

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { join, resolve } from 'node:path'
+import { createVault, intentRows, openCycleOf } from '../earning/support.ts'
 import { startOperatorFixture, type OperatorFixture } from '../operator/support.ts'
 import { eventuallyPasses } from '../support/eventually.ts'
 import { runConsole } from './pty.ts'
@@ -57,6 +58,48 @@ describe('the console process in a terminal', () => {
     }
   }, 60_000)
 
+  test('pauses a vault and rolls back a cycle: the effects show through the API', async () => {
+    await createVault(op.app, 'pty-vault')
+    const subscribed = await op.fx.call('POST', '/v1/subscriptions', { accountId: op.account, vaultId: 'pty-vault', amount: '250' })
+    expect(subscribed.status).toBe(201)
+    const cycle = await openCycleOf(op.app, 'pty-vault', 'deposit')
+    const terminal = runConsole(consoleEnv())
+    try {
+      await terminal.waitFor('Kassa console')
+      terminal.press('3')
+      await terminal.waitFor(/pty-vault\s+active\s+1\s+–\s+#\d+ 1× 250 USDC/)
+      await terminal.waitFor('selected pty-vault')
+      terminal.press('p')
+      await terminal.waitFor('Pause pty-vault (Vault pty-vault)?')
+      terminal.press('y')
+      await terminal.waitFor('Paused pty-vault: now paused')
+      const vaults = await op.app.ops('GET', '/ops/v1/vaults')
+      expect(vaults.body.vaults.find((vault: { vaultId: string }) => vault.vaultId === 'pty-vault').state).toBe('paused')
+      expect((await op.fx.call('POST', '/v1/subscriptions', { accountId: op.account, vaultId: 'pty-vault', amount: '5' })).status).toBe(409)
+
+      terminal.press('4')
+      await terminal.waitFor('‹ pty-vault ›')
+      await terminal.waitFor(`selected ${cycle.cycleId}`)
+      terminal.press('b')
+      const question = await terminal.waitFor(`Roll back deposit cycle #${cycle.settlementCycle} of pty-vault?`)
+      expect(question.replace(/\s+/g, ' ')).toMatch(/1 intent cancelled: 250\.000000 USDC back to 1 account \(console-withdrawer\)/)
+      terminal.press('y')
+      await terminal.waitFor('Type the vault id (pty-vault) to roll back:')
+      terminal.press('pty-vault')
+      await terminal.waitFor('to roll back: pty-vault')
+      terminal.press('\r')
+      await terminal.waitFor(`Rolled back deposit cycle #${cycle.settlementCycle} of pty-vault: now rolled_back`)
+      const cycles = await op.app.ops('GET', '/ops/v1/vaults/pty-vault/cycles')
+      expect(cycles.body.cycles.find((entry: { cycleId: string }) => entry.cycleId === cycle.cycleId).state).toBe('rolled_back')
+      expect((await op.fx.call('GET', `/v1/subscriptions/${subscribed.body.id}`)).body).toMatchObject({ state: 'cancelled', reason: 'rollback' })
+      expect((await intentRows(op.app, cycle.cycleId)).map((row) => row.state)).toEqual(['cancelled'])
+      terminal.press('q')
+      expect(await terminal.child.exited).toBe(0)
+    } finally {
+      await terminal.stop()
+    }
+  }, 60_000)
+
   test('tails the event log: an event appears shortly after its creation', async () => {
     const terminal = runConsole(consoleEnv())
     try {
@@ -87,6 +130,8 @@ describe('the console process in a terminal', () => {
       terminal.press('?')
       const help = await terminal.waitFor('1 Withdrawals')
       expect(help).toContain('2 Events')
+    expect(help).toContain('3 Vaults')
+    expect(help).toContain('4 Cycles')
       terminal.press('q')
       expect(await terminal.child.exited).toBe(0)
     } finally {
@@ -132,6 +177,6 @@ describe('the console process in a terminal', () => {
     const help = await runOnce({}, ['--help'])
     expect(help.code).toBe(0)
     for (const flag of ['--url', '--token', '--operator', '--refresh', 'KASSA_URL', 'OPERATOR_TOKEN', 'NO_COLOR']) expect(help.stdout).toContain(flag)
-    for (const key of ['a approve', 'r reject', 'p pause/resume', '?   help', 'q ']) expect(help.stdout).toContain(key)
+    for (const key of ['a approve', 'r reject', 'p pause/resume', 'p pause, u unpause', 'b roll back', '?   help', 'q ']) expect(help.stdout).toContain(key)
   }, 60_000)
 })

@@ -31,6 +31,11 @@ describe('the frame', () => {
     view.press('2')
     await view.shows('p pause  t types  o organization  c clear')
     view.press(KEYS.tab)
+    await view.shows('p pause  u unpause')
+    view.press(KEYS.tab)
+    await view.shows('b roll back')
+    // Past the last screen, tab comes back to the first.
+    view.press(KEYS.tab)
     await view.shows('a approve')
     view.press('?')
     const help = await view.shows('Help')

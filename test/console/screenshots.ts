@@ -8,6 +8,7 @@ import { mkdirSync, rmSync, writeFileSync } from 'node:fs'
 import { resolve } from 'node:path'
 import { startOperatorFixture } from '../operator/support.ts'
 import { seedOrg } from '../operator/seed.ts'
+import { eventuallyPasses } from '../support/eventually.ts'
 import { runConsole, type ConsoleInTerminal } from './pty.ts'
 
 const OUT = resolve(import.meta.dir, '../../docs/console')
@@ -105,6 +106,21 @@ try {
   await op.pendingWithdrawal('640.5')
   await northwind.pendingWithdrawal('98000')
   const newest = await northwind.pendingWithdrawal('7300')
+  // Vaults with a week of prices (so an apy), intents waiting in their open cycles.
+  const vault = async (body: Record<string, unknown>) => {
+    const created = await op.app.ops('POST', '/ops/v1/vaults', { asset: 'USDC', minSubscription: '10', minRedemption: '1', ...body })
+    if (created.status !== 201) throw new Error(`creating a vault failed: ${JSON.stringify(created.body)}`)
+  }
+  await vault({ vaultId: 'usdc-core', name: 'USDC Core', subscriptionFeeBps: 10, dailyRate: '0.00014' })
+  await vault({ vaultId: 'usdc-reserve', name: 'USDC Reserve', payoutMode: 'claimable', dailyRate: '0.0001' })
+  await op.app.ops('POST', '/ops/v1/vaults/clock/advance', { seconds: 8 * 86_400 })
+  await op.app.ops('POST', '/ops/v1/vaults/prices/sync')
+  const savers = [op.account, await op.fx.mint('treasury-reserve'), await op.fx.mint('payroll-float')]
+  for (const saver of savers.slice(1)) await op.fx.fund(saver, '50000')
+  for (const [index, saver] of savers.entries()) {
+    await op.fx.call('POST', '/v1/subscriptions', { accountId: saver, vaultId: 'usdc-core', amount: String(2500 * (index + 1)) })
+    await op.fx.call('POST', '/v1/subscriptions', { accountId: saver, vaultId: 'usdc-reserve', amount: String(1200 + 300 * index) })
+  }
   mkdirSync(OUT, { recursive: true })
   const terminal = runConsole({ KASSA_URL: op.baseUrl, OPERATOR_TOKEN: op.token, KASSA_OPERATOR: 'Ada' })
   const save = (name: string) => savePng(terminal, resolve(OUT, `${name}.png`))
@@ -129,6 +145,31 @@ try {
     await terminal.waitFor('pending_approval wd_')
     await terminal.waitFor(/live · \d+ received/)
     save('events')
+    terminal.press('3')
+    await terminal.waitFor('selected usdc-core')
+    await terminal.waitFor(/usdc-core\s+active\s+[\d.]+\s+\d/)
+    save('vaults')
+    terminal.press('p')
+    await terminal.waitFor('Pause usdc-core (USDC Core)?')
+    save('pause-confirmation')
+    terminal.press('n')
+    await eventuallyPasses(() => {
+      if (terminal.screen().includes('Pause usdc-core')) throw new Error('the confirmation is still shown')
+    })
+    terminal.press('4')
+    await terminal.waitFor(/selected vcy_/)
+    save('cycles')
+    terminal.press('b')
+    await terminal.waitFor('Roll back deposit cycle')
+    terminal.press('y')
+    await terminal.waitFor('Type the vault id (usdc-core) to roll back:')
+    terminal.press('usdc-core')
+    await terminal.waitFor('to roll back: usdc-core')
+    save('rollback-confirmation')
+    terminal.press('\u001B')
+    await eventuallyPasses(() => {
+      if (terminal.screen().includes('Type the vault id')) throw new Error('the prompt is still shown')
+    })
     terminal.press('?')
     await terminal.waitFor('Keyboard only')
     save('help')

@@ -3,7 +3,7 @@ import { OperatorApi } from '../../console/api.ts'
 import { App, type AppProps } from '../../console/app.tsx'
 import { eventuallyPasses } from '../support/eventually.ts'
 
-export const KEYS = { enter: '\r', escape: '\u001B', down: '\u001B[B', up: '\u001B[A', tab: '\t' }
+export const KEYS = { enter: '\r', escape: '\u001B', down: '\u001B[B', up: '\u001B[A', right: '\u001B[C', left: '\u001B[D', tab: '\t' }
 
 /** The console's frame rendered by ink-testing-library, talking to a real server at `baseUrl`. */
 export function renderConsole(baseUrl: string, token: string, props: Partial<AppProps> = {}) {

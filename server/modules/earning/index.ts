@@ -1,10 +1,12 @@
 import type { Database } from '../../../db/client.ts'
 import type { Ledger } from '../../ledger/ledger.ts'
 import type { AccessPlugin } from '../../platform/access.ts'
+import type { OperatorIdempotencyPlugin } from '../../platform/operator-idempotency.ts'
 import { requireAsset } from '../../lib/assets.ts'
 import type { Clock } from '../clock/clock.ts'
 import * as vaultsRepo from '../vaults/repo.ts'
 import type { VaultsModule } from '../vaults/index.ts'
+import { readCycleIntents } from './cycle-intents.ts'
 import { Cycles, toCycleView } from './cycles.ts'
 import { allocationSource } from './positions.ts'
 import { InstantRedemptions } from './instant.ts'
@@ -22,6 +24,8 @@ export interface EarningModuleDeps {
   clock: Clock
   vaults: VaultsModule
   access: AccessPlugin
+  /** Idempotency-Key for the operator routes' writes. */
+  opsIdempotency: OperatorIdempotencyPlugin
   /** How often the worker syncs prices and runs the cycle cadence; 0 for never (tests call runOnce). */
   workerIntervalMs: number
   crashPoint: string | undefined
@@ -66,7 +70,7 @@ export function createEarningModule(deps: EarningModuleDeps) {
     accruals,
     routes: earningRoutes(subscriptions, redemptions, deps.access),
     policyRoutes: earningPolicyRoutes(savePolicies, accruals, deps.access),
-    opsRoutes: earningOpsRoutes(cycles, listCycles),
+    opsRoutes: earningOpsRoutes(deps.opsIdempotency, cycles, listCycles, (cycleId) => readCycleIntents({ db: deps.db, cycles, vaults: catalog }, cycleId)),
     start() {
       if (deps.workerIntervalMs <= 0) return
       timer = setInterval(() => {

@@ -96,3 +96,33 @@ export type CreateSubscriptionInput = Static<typeof CreateSubscriptionBody>
 export type CreateRedemptionInput = Static<typeof CreateRedemptionBody>
 export type SubscriptionView = Static<typeof Subscription>
 export type RedemptionView = Static<typeof Redemption>
+
+export const CycleIntents = t.Object(
+  {
+    cycle: Cycle,
+    pending: t.Object(
+      {
+        intents: t.Integer({ description: 'Confirmed intents: what a close, settle or roll back acts on' }),
+        accounts: t.Integer({ description: 'Distinct accounts among them' }),
+        amount: t.String({ description: 'Deposit cycles: their net amounts (a roll back gives back amount + fee)' }),
+        fee: t.String({ description: 'Deposit cycles: subscription fees withheld' }),
+        shares: t.String({ description: 'Redeem cycles: shares locked' }),
+      },
+    ),
+    intents: t.Array(
+      t.Object({
+        id: t.String(),
+        orgId: t.String(),
+        accountId: t.String(),
+        externalId: t.String({ description: 'The account\'s id in its organization' }),
+        state: IntentState,
+        reason: Reason,
+        amount: t.Union([t.String(), t.Null()], { description: 'Deposits: net amount; redemptions: proceeds once settled' }),
+        fee: t.String(),
+        shares: t.Union([t.String(), t.Null()], { description: 'Redemptions: shares locked; deposits: shares credited once settled' }),
+      }),
+    ),
+    hasMore: t.Boolean({ description: 'More than 500 intents: the first 500 are listed, the totals count all' }),
+  },
+  { title: 'VaultCycleIntents' },
+)

@@ -173,3 +173,15 @@ export async function closeCycle(tx: Transaction, cycle: CycleRecord, at: Date):
   await tx.update(vaultCycles).set({ totalAmount: result.totalAmount, totalShares: result.totalShares, intents: result.intents }).where(eq(vaultCycles.id, cycle.id))
   return result
 }
+
+/** Every intent of a cycle (any state) with its account's external id, oldest first, at most `limit`. */
+export async function cycleIntents(executor: Executor, cycleId: string, limit: number): Promise<IntentWithAccount[]> {
+  return executor
+    .select({ intent: vaultIntents, externalId: accounts.externalId })
+    .from(vaultIntents)
+    .innerJoin(accounts, eq(accounts.id, vaultIntents.accountId))
+    .where(eq(vaultIntents.cycleId, cycleId))
+    .orderBy(asc(vaultIntents.id))
+    .limit(limit)
+    .then((rows) => rows.map((row) => ({ ...row.intent, externalId: row.externalId })))
+}

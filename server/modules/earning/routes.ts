@@ -1,9 +1,11 @@
 import { Elysia, t } from 'elysia'
 import { IdParams } from '../../lib/params.ts'
 import type { AccessPlugin } from '../../platform/access.ts'
+import type { OperatorIdempotencyPlugin } from '../../platform/operator-idempotency.ts'
 import { apiDoc } from '../../platform/openapi.ts'
 import type { Cycles } from './cycles.ts'
-import { CancelSubscriptionBody, Claim, CreateClaimBody, CreateRedemptionBody, CreateSubscriptionBody, Cycle, Redemption, Subscription } from './model.ts'
+import type { CycleIntentsView } from './cycle-intents.ts'
+import { CancelSubscriptionBody, Claim, CreateClaimBody, CreateRedemptionBody, CreateSubscriptionBody, Cycle, CycleIntents, Redemption, Subscription } from './model.ts'
 import type { Redemptions } from './redemptions.ts'
 import type { Subscriptions } from './subscriptions.ts'
 
@@ -72,24 +74,34 @@ export function earningRoutes(subscriptions: Subscriptions, redemptions: Redempt
 
 const CycleParams = t.Object({ id: t.String({ maxLength: 64 }) })
 
-export function earningOpsRoutes(cycles: Cycles, listCycles: (vaultId: string) => Promise<unknown[]>) {
+/** Operators move cycles on (under /ops/v1, operator token); every POST honours Idempotency-Key. */
+export function earningOpsRoutes(idempotent: OperatorIdempotencyPlugin, cycles: Cycles, listCycles: (vaultId: string) => Promise<unknown[]>, cycleIntents: (cycleId: string) => Promise<CycleIntentsView>) {
   return new Elysia({ name: 'kassa/ops-earning', prefix: '/ops/v1' })
+    .use(idempotent)
     .get('/vaults/:id/cycles', async ({ params }) => ({ cycles: (await listCycles(params.id)) as never[] }), {
       params: CycleParams,
       response: t.Object({ cycles: t.Array(Cycle) }),
       detail: ops('A vault\'s cycles, newest first'),
     })
+    .get('/vault-cycles/:id/intents', ({ params }) => cycleIntents(params.id), {
+      params: CycleParams,
+      response: CycleIntents,
+      detail: ops(
+        'A cycle with its intents',
+        'The cycle, its intents across organizations (oldest first, at most 500, hasMore beyond) with their accounts, and the totals of the confirmed ones: what a close, settle or roll back acts on (deposits: net amount and fee; redemptions: shares locked). not_found for an unknown cycle.',
+      ),
+    })
     .post('/vault-cycles/:id/close', async ({ params }) => cycles.view(await cycles.close(params.id)), {
       params: CycleParams,
       response: Cycle,
-      detail: ops('Close a cycle', 'No more intents join it; the next cycle opens. Sends vault.cycle.closed with its totals. A cycle past open is answered as it is.'),
+      detail: ops('Close a cycle', 'No more intents join it; the next cycle opens. Sends vault.cycle.closed with its totals. A cycle past open is answered as it is. Honours Idempotency-Key (operator keys live apart from every organization\'s): a retry with the same key answers the first answer again.'),
     })
     .post('/vault-cycles/:id/settle', async ({ params }) => cycles.view(await cycles.settle(params.id)), {
       params: CycleParams,
       response: Cycle,
       detail: ops(
         'Settle a cycle',
-        'Closes it if open, takes one fresh price from the venue and settles every intent in one transaction (vault.cycle.settled, one transaction.*.settled per intent). Settling a settled cycle changes nothing; a rolled-back one is conflict.',
+        'Closes it if open, takes one fresh price from the venue and settles every intent in one transaction (vault.cycle.settled, one transaction.*.settled per intent). Settling a settled cycle changes nothing; a rolled-back one is conflict. Honours Idempotency-Key (operator keys live apart from every organization\'s): a retry with the same key answers the first answer again.',
       ),
     })
     .post('/vault-cycles/:id/rollback', async ({ params }) => cycles.view(await cycles.rollback(params.id)), {
@@ -97,7 +109,7 @@ export function earningOpsRoutes(cycles: Cycles, listCycles: (vaultId: string) =
       response: Cycle,
       detail: ops(
         'Roll back an open or closed cycle',
-        'Every intent cancelled with reason rollback and given back exactly (a subscription\'s whole amount, its fee included; a redemption\'s shares unlocked); vault.cycle.rolled_back. Repeating it changes nothing; a settled cycle is conflict.',
+        'Every intent cancelled with reason rollback and given back exactly (a subscription\'s whole amount, its fee included; a redemption\'s shares unlocked); vault.cycle.rolled_back. Repeating it changes nothing; a settled cycle is conflict. Honours Idempotency-Key (operator keys live apart from every organization\'s): a retry with the same key answers the first answer again.',
       ),
     })
     .post('/vault-cycles/run', async () => ({ settled: await cycles.runOnce() }), {

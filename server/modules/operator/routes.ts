@@ -1,8 +1,7 @@
 import { Elysia } from 'elysia'
 import { IdParams } from '../../lib/params.ts'
-import type { Principal } from '../../platform/auth.ts'
 import type { IdempotencyStore } from '../../platform/idempotency.ts'
-import { replayResponse } from '../../platform/access.ts'
+import { operatorIdempotency } from '../../platform/operator-idempotency.ts'
 import { apiDoc } from '../../platform/openapi.ts'
 import type { Runtime } from '../../runtime.ts'
 import { Withdrawal } from '../withdrawals/model.ts'
@@ -14,24 +13,6 @@ const opsDoc = (summary: string, description: string) => apiDoc(summary, 'Operat
 const AUDIT_DOC =
   'Recorded in the operator audit trail (GET /ops/v1/operator-actions) with the operator named and the fingerprint of the token used, and emitted as an operator.action event in the organization\'s log, in the same commit as the change; a refused action (which changes nothing) is recorded in the trail with its error code, without an event. ' +
   'Honours Idempotency-Key: the same key with the same body answers the first answer again (Idempotent-Replayed: true) and records nothing more.'
-
-/**
- * Idempotency for operator writes: the operator's keys live in their own space, apart from every
- * organization's, named after the token's fingerprint.
- */
-function operatorIdempotency(idempotency: IdempotencyStore, tokenFingerprint: string) {
-  const principal: Principal = { orgId: `ops:${tokenFingerprint}`, keyId: tokenFingerprint, keyType: 'secret' }
-  return new Elysia({ name: 'kassa/operator-idempotency' })
-    .onBeforeHandle({ as: 'scoped' }, async ({ request, body, set, path }) => {
-      if (request.method !== 'POST') return
-      const outcome = await idempotency.begin(request, principal, path, body)
-      if (outcome.kind === 'replay') return replayResponse(outcome.status, outcome.body, set.headers)
-    })
-    .onAfterHandle({ as: 'scoped' }, async ({ request, response, set }) => {
-      if (request.method !== 'POST' || response instanceof Response) return
-      await idempotency.complete(request, typeof set.status === 'number' ? set.status : 200, JSON.stringify(response))
-    })
-}
 
 export function operatorRoutes(runtime: Runtime, service: OperatorService, idempotency: IdempotencyStore) {
   return new Elysia({ name: 'kassa/ops-operator', prefix: '/ops/v1' })

@@ -1,5 +1,6 @@
 import type { Database } from '../../../db/client.ts'
 import type { AccessPlugin } from '../../platform/access.ts'
+import type { OperatorIdempotencyPlugin } from '../../platform/operator-idempotency.ts'
 import { VaultClock } from './clock.ts'
 import { vaultsOpsRoutes, vaultsPublicRoutes } from './routes.ts'
 import { VaultCatalog } from './service.ts'
@@ -11,6 +12,8 @@ export interface VaultsModuleDeps {
   /** `sandbox` runs the venue simulator; production has no adapter (config refuses it before this). */
   venue: 'sandbox'
   access: AccessPlugin
+  /** Idempotency-Key for the operator routes' writes. */
+  opsIdempotency: OperatorIdempotencyPlugin
 }
 
 /** The vault catalog, prices, the vaults' clock and the venue behind them. */
@@ -24,7 +27,7 @@ export async function createVaultsModule(deps: VaultsModuleDeps) {
     clock,
     venue,
     routes: vaultsPublicRoutes(catalog, deps.access),
-    opsRoutes: vaultsOpsRoutes(catalog, clock, venue.kind === 'sandbox'),
+    opsRoutes: vaultsOpsRoutes(catalog, clock, venue.kind === 'sandbox', deps.opsIdempotency),
   }
 }
 

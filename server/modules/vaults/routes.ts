@@ -1,5 +1,6 @@
 import { Elysia, t } from 'elysia'
 import type { AccessPlugin } from '../../platform/access.ts'
+import type { OperatorIdempotencyPlugin } from '../../platform/operator-idempotency.ts'
 import { apiDoc } from '../../platform/openapi.ts'
 import type { VaultClock } from './clock.ts'
 import { AdvanceBody, CreateVaultBody, SetNavBody, UpdateVaultBody, Vault, VaultIdParams, VaultList, VaultPrice } from './model.ts'
@@ -34,9 +35,10 @@ export function vaultsPublicRoutes(catalog: VaultCatalog, access: AccessPlugin) 
     })
 }
 
-/** Operators manage the catalog (under /ops/v1, operator token). */
-export function vaultsOpsRoutes(catalog: VaultCatalog, clock: VaultClock, sandbox: boolean) {
+/** Operators manage the catalog (under /ops/v1, operator token); every POST honours Idempotency-Key. */
+export function vaultsOpsRoutes(catalog: VaultCatalog, clock: VaultClock, sandbox: boolean, idempotent: OperatorIdempotencyPlugin) {
   let routes = new Elysia({ name: 'kassa/ops-vaults', prefix: '/ops/v1' })
+    .use(idempotent)
     .post(
       '/vaults',
       async ({ body, set }) => {
@@ -46,6 +48,11 @@ export function vaultsOpsRoutes(catalog: VaultCatalog, clock: VaultClock, sandbo
       { body: CreateVaultBody, response: { 201: Vault }, detail: ops('Create a vault', 'Opens its first deposit and redeem cycles and records its initial price.') },
     )
     .get('/vaults', async () => ({ vaults: (await catalog.list()).map(toVaultView) }), { response: VaultList, detail: ops('List vaults') })
+    .get('/vaults/:id/price', ({ params }) => catalog.priceView(params.id), {
+      params: VaultIdParams,
+      response: VaultPrice,
+      detail: ops('A vault\'s price, for operators', 'The same view as GET /v1/vaults/{id}/price, under the operator token and its limits rather than the public rate limit (the console reads it on every refresh).'),
+    })
     .patch('/vaults/:id', ({ params, body }) => catalog.update(params.id, body), {
       params: VaultIdParams,
       body: UpdateVaultBody,
@@ -55,12 +62,12 @@ export function vaultsOpsRoutes(catalog: VaultCatalog, clock: VaultClock, sandbo
     .post('/vaults/:id/pause', ({ params }) => catalog.setState(params.id, 'paused'), {
       params: VaultIdParams,
       response: Vault,
-      detail: ops('Pause a vault', 'Subscriptions and redemptions are refused (conflict); cancels and claims keep working. Sends vault.paused.'),
+      detail: ops('Pause a vault', 'Subscriptions and redemptions are refused (conflict); cancels and claims keep working. Sends vault.paused. Honours Idempotency-Key (operator keys live apart from every organization\'s): a retry with the same key answers the first answer again.'),
     })
     .post('/vaults/:id/unpause', ({ params }) => catalog.setState(params.id, 'active'), {
       params: VaultIdParams,
       response: Vault,
-      detail: ops('Unpause a vault', 'Sends vault.unpaused.'),
+      detail: ops('Unpause a vault', 'Sends vault.unpaused. Honours Idempotency-Key (operator keys live apart from every organization\'s): a retry with the same key answers the first answer again.'),
     })
     .post('/vaults/prices/sync', async () => ({ changed: await catalog.syncPrices() }), {
       response: t.Object({ changed: t.Integer() }),
