@@ -52,10 +52,12 @@ export async function buildApp(runtime: Runtime) {
   const operator = createOperatorModule({ runtime, idempotency })
   // Operator writes outside the operator module (vaults, cycles) keep their keys in the same space.
   const opsIdempotency = operatorIdempotency(idempotency, operator.service.tokenFingerprint)
+  // ...and are recorded in the operator audit trail with their changes.
+  const audit = operator.service.audit
   // Earning (vaults): the catalog and its venue, then the intents that settle in its cycles.
   // Off (no routes) where no venue is configured: production until a venue adapter exists.
   const vaults =
-    runtime.config.vaultVenue === 'sandbox' ? await createVaultsModule({ db: runtime.db, wallNowMs: () => runtime.clock.wallNowMs(), venue: 'sandbox', access, opsIdempotency }) : undefined
+    runtime.config.vaultVenue === 'sandbox' ? await createVaultsModule({ db: runtime.db, wallNowMs: () => runtime.clock.wallNowMs(), venue: 'sandbox', access, opsIdempotency, audit }) : undefined
   const earning =
     vaults === undefined
       ? undefined
@@ -66,6 +68,7 @@ export async function buildApp(runtime: Runtime) {
           vaults,
           access,
           opsIdempotency,
+          audit,
           workerIntervalMs: runtime.config.earningWorkerIntervalMs,
           crashPoint: runtime.config.crashPoint,
         })

@@ -8,7 +8,7 @@ import { requireAsset } from '../../lib/assets.ts'
 import { appendEvent } from '../events/writer.ts'
 import { formatPrice } from '../vaults/prices.ts'
 import * as vaultsRepo from '../vaults/repo.ts'
-import type { VaultCatalog } from '../vaults/service.ts'
+import type { AlongsideWrite, VaultCatalog } from '../vaults/service.ts'
 import type { VaultVenue } from '../vaults/venue.ts'
 import { planDepositSettlement, planRedeemSettlement, planRollback, type CyclePlan, type IntentResult } from './plan.ts'
 import * as repo from './repo.ts'
@@ -74,7 +74,7 @@ export class Cycles {
   }
 
   /** Closes an open cycle (and opens the next); a cycle already past open is answered as it is. */
-  async close(cycleId: string): Promise<vaultsRepo.CycleRecord> {
+  async close(cycleId: string, alongside?: AlongsideWrite): Promise<vaultsRepo.CycleRecord> {
     const cycle = await this.require(cycleId)
     if (cycle.state !== 'open') return cycle
     const vault = await this.deps.vaults.require(cycle.vaultId)
@@ -88,6 +88,7 @@ export class Cycles {
       if (cycle.kind === 'deposit') data.totalAmount = formatAmount(totals.totalAmount, decimals)
       else data.totalShares = formatAmount(totals.totalShares, decimals)
       await appendEvent(tx, { orgId: null, type: 'vault.cycle.closed', data, created: now })
+      if (alongside) await alongside(tx)
     })
     return this.require(cycleId)
   }
@@ -95,9 +96,10 @@ export class Cycles {
   /**
    * Settles a cycle at one fresh price from the venue (an open one is closed first). Every intent
    * and every movement commits in one transaction with the cycle's new state, or nothing does; a
-   * settled cycle is answered as it is.
+   * settled cycle is answered as it is. `alongside` (an operator's audit record) commits with the
+   * settlement.
    */
-  async settle(cycleId: string): Promise<vaultsRepo.CycleRecord> {
+  async settle(cycleId: string, alongside?: AlongsideWrite): Promise<vaultsRepo.CycleRecord> {
     let cycle = await this.close(cycleId)
     if (cycle.state === 'settled') return cycle
     if (cycle.state === 'rolled_back') throw new ApiError('conflict', `Cycle ${cycleId} was rolled back`, { field: 'cycleId' })
@@ -135,12 +137,12 @@ export class Cycles {
     if (cycle.kind === 'deposit') Object.assign(cycleData, { totalAmount: format(plan.totalAmount), mintedShares: format(plan.totalShares) })
     else Object.assign(cycleData, { totalShares: format(plan.totalShares), netProceeds: format(plan.totalAmount), fee: format(plan.fee) })
     const outcome: repo.CycleOutcome = { state: 'settled', finishedAt: now, price, totalAmount: plan.totalAmount, totalShares: plan.totalShares, fee: plan.fee }
-    await this.commit(cycle, plan, outcome, orgEvent(null, 'vault.cycle.settled', cycleData, now))
+    await this.commit(cycle, plan, outcome, orgEvent(null, 'vault.cycle.settled', cycleData, now), alongside)
     return this.require(cycleId)
   }
 
   /** Rolls back an open or closed cycle: every intent cancelled (reason rollback), everything given back exactly. */
-  async rollback(cycleId: string): Promise<vaultsRepo.CycleRecord> {
+  async rollback(cycleId: string, alongside?: AlongsideWrite): Promise<vaultsRepo.CycleRecord> {
     let cycle = await this.close(cycleId)
     if (cycle.state === 'rolled_back') return cycle
     if (cycle.state === 'settled') throw new ApiError('conflict', `Cycle ${cycleId} is settled`, { field: 'cycleId' })
@@ -169,7 +171,7 @@ export class Cycles {
     if (cycle.kind === 'deposit') cycleData.totalAmount = format(plan.totalAmount)
     else cycleData.totalShares = format(plan.totalShares)
     const outcome: repo.CycleOutcome = { state: 'rolled_back', finishedAt: now, price: null, totalAmount: plan.totalAmount, totalShares: plan.totalShares, fee: 0n }
-    await this.commit(cycle, plan, outcome, orgEvent(null, 'vault.cycle.rolled_back', cycleData, now))
+    await this.commit(cycle, plan, outcome, orgEvent(null, 'vault.cycle.rolled_back', cycleData, now), alongside)
     return this.require(cycleId)
   }
 
@@ -178,10 +180,12 @@ export class Cycles {
    * write: refused when the cycle is no longer closed, so a second settle changes nothing), then
    * every organization's movement and every event. A cycle without intents moves no money.
    */
-  private async commit(cycle: vaultsRepo.CycleRecord, plan: CyclePlan, outcome: repo.CycleOutcome, cycleEvent: EventRow): Promise<void> {
+  private async commit(cycle: vaultsRepo.CycleRecord, plan: CyclePlan, outcome: repo.CycleOutcome, cycleEvent: EventRow, alongside?: AlongsideWrite): Promise<void> {
     if (plan.ops.length === 0) {
       await this.deps.db.transaction(async (tx) => {
-        if (await repo.finishCycle(tx, cycle.id, outcome, plan.updates)) await appendEvent(tx, { orgId: null, type: cycleEvent.type, data: cycleEvent.data, created: cycleEvent.createdAt! })
+        if (!(await repo.finishCycle(tx, cycle.id, outcome, plan.updates))) return
+        await appendEvent(tx, { orgId: null, type: cycleEvent.type, data: cycleEvent.data, created: cycleEvent.createdAt! })
+        if (alongside) await alongside(tx)
       })
       return
     }
@@ -194,6 +198,7 @@ export class Cycles {
             const done = await repo.finishCycle(tx, cycle.id, outcome, plan.updates)
             // Test-only: dies with the transaction open, its intents already moved in it.
             if (crashPoint === 'cycle-settlement') process.kill(process.pid, 'SIGKILL')
+            if (done && alongside) await alongside(tx)
             return done
           },
           refusal: () => new ApiError('conflict', `Cycle ${cycle.id} is no longer closed`, { field: 'cycleId' }),

@@ -6,6 +6,7 @@ import { requireAsset } from '../../lib/assets.ts'
 import type { Clock } from '../clock/clock.ts'
 import * as vaultsRepo from '../vaults/repo.ts'
 import type { VaultsModule } from '../vaults/index.ts'
+import type { AuditOperatorAction } from '../vaults/service.ts'
 import { readCycleIntents } from './cycle-intents.ts'
 import { Cycles, toCycleView } from './cycles.ts'
 import { allocationSource } from './positions.ts'
@@ -26,6 +27,8 @@ export interface EarningModuleDeps {
   access: AccessPlugin
   /** Idempotency-Key for the operator routes' writes. */
   opsIdempotency: OperatorIdempotencyPlugin
+  /** Records the operator actions on cycles (close, settle, roll back) with their changes. */
+  audit: AuditOperatorAction
   /** How often the worker syncs prices and runs the cycle cadence; 0 for never (tests call runOnce). */
   workerIntervalMs: number
   crashPoint: string | undefined
@@ -70,7 +73,7 @@ export function createEarningModule(deps: EarningModuleDeps) {
     accruals,
     routes: earningRoutes(subscriptions, redemptions, deps.access),
     policyRoutes: earningPolicyRoutes(savePolicies, accruals, deps.access),
-    opsRoutes: earningOpsRoutes(deps.opsIdempotency, cycles, listCycles, (cycleId) => readCycleIntents({ db: deps.db, cycles, vaults: catalog }, cycleId)),
+    opsRoutes: earningOpsRoutes(deps.opsIdempotency, cycles, listCycles, (cycleId) => readCycleIntents({ db: deps.db, cycles, vaults: catalog }, cycleId), deps.audit),
     start() {
       if (deps.workerIntervalMs <= 0) return
       timer = setInterval(() => {

@@ -3,6 +3,8 @@ import { IdParams } from '../../lib/params.ts'
 import type { AccessPlugin } from '../../platform/access.ts'
 import type { OperatorIdempotencyPlugin } from '../../platform/operator-idempotency.ts'
 import { apiDoc } from '../../platform/openapi.ts'
+import { OperatorActBody } from '../vaults/model.ts'
+import type { AuditOperatorAction } from '../vaults/service.ts'
 import type { Cycles } from './cycles.ts'
 import type { CycleIntentsView } from './cycle-intents.ts'
 import { CancelSubscriptionBody, Claim, CreateClaimBody, CreateRedemptionBody, CreateSubscriptionBody, Cycle, CycleIntents, Redemption, Subscription } from './model.ts'
@@ -75,7 +77,14 @@ export function earningRoutes(subscriptions: Subscriptions, redemptions: Redempt
 const CycleParams = t.Object({ id: t.String({ maxLength: 64 }) })
 
 /** Operators move cycles on (under /ops/v1, operator token); every POST honours Idempotency-Key. */
-export function earningOpsRoutes(idempotent: OperatorIdempotencyPlugin, cycles: Cycles, listCycles: (vaultId: string) => Promise<unknown[]>, cycleIntents: (cycleId: string) => Promise<CycleIntentsView>) {
+const AUDIT_DOC =
+  'Recorded in the operator audit trail (GET /ops/v1/operator-actions) with the operator named (body operator, "operator" when left out) and the fingerprint of the token used, and emitted as a platform-wide operator.action event, in the same commit as the change; a repeat that changes nothing is recorded too (detail.changed false), a refusal with its error code and no event.'
+
+export function earningOpsRoutes(idempotent: OperatorIdempotencyPlugin, cycles: Cycles, listCycles: (vaultId: string) => Promise<unknown[]>, cycleIntents: (cycleId: string) => Promise<CycleIntentsView>,
+  audit: AuditOperatorAction,
+) {
+  const act = async (kind: 'close' | 'settle' | 'rollback', cycleId: string, operator: string | undefined) =>
+    cycles.view(await audit({ operator: operator ?? 'operator', action: `vault_cycle.${kind}`, targetId: cycleId, orgId: null, detail: {} }, (alongside) => cycles[kind](cycleId, alongside)))
   return new Elysia({ name: 'kassa/ops-earning', prefix: '/ops/v1' })
     .use(idempotent)
     .get('/vaults/:id/cycles', async ({ params }) => ({ cycles: (await listCycles(params.id)) as never[] }), {
@@ -91,25 +100,28 @@ export function earningOpsRoutes(idempotent: OperatorIdempotencyPlugin, cycles: 
         'The cycle, its intents across organizations (oldest first, at most 500, hasMore beyond) with their accounts, and the totals of the confirmed ones: what a close, settle or roll back acts on (deposits: net amount and fee; redemptions: shares locked). not_found for an unknown cycle.',
       ),
     })
-    .post('/vault-cycles/:id/close', async ({ params }) => cycles.view(await cycles.close(params.id)), {
+    .post('/vault-cycles/:id/close', ({ params, body }) => act('close', params.id, body?.operator), {
       params: CycleParams,
+      body: OperatorActBody,
       response: Cycle,
-      detail: ops('Close a cycle', 'No more intents join it; the next cycle opens. Sends vault.cycle.closed with its totals. A cycle past open is answered as it is. Honours Idempotency-Key (operator keys live apart from every organization\'s): a retry with the same key answers the first answer again.'),
+      detail: ops('Close a cycle', 'No more intents join it; the next cycle opens. Sends vault.cycle.closed with its totals. A cycle past open is answered as it is. ' + AUDIT_DOC + ' Honours Idempotency-Key (operator keys live apart from every organization\'s): a retry with the same key answers the first answer again.'),
     })
-    .post('/vault-cycles/:id/settle', async ({ params }) => cycles.view(await cycles.settle(params.id)), {
+    .post('/vault-cycles/:id/settle', ({ params, body }) => act('settle', params.id, body?.operator), {
       params: CycleParams,
+      body: OperatorActBody,
       response: Cycle,
       detail: ops(
         'Settle a cycle',
-        'Closes it if open, takes one fresh price from the venue and settles every intent in one transaction (vault.cycle.settled, one transaction.*.settled per intent). Settling a settled cycle changes nothing; a rolled-back one is conflict. Honours Idempotency-Key (operator keys live apart from every organization\'s): a retry with the same key answers the first answer again.',
+        'Closes it if open, takes one fresh price from the venue and settles every intent in one transaction (vault.cycle.settled, one transaction.*.settled per intent). Settling a settled cycle changes nothing; a rolled-back one is conflict. ' + AUDIT_DOC + ' Honours Idempotency-Key (operator keys live apart from every organization\'s): a retry with the same key answers the first answer again.',
       ),
     })
-    .post('/vault-cycles/:id/rollback', async ({ params }) => cycles.view(await cycles.rollback(params.id)), {
+    .post('/vault-cycles/:id/rollback', ({ params, body }) => act('rollback', params.id, body?.operator), {
       params: CycleParams,
+      body: OperatorActBody,
       response: Cycle,
       detail: ops(
         'Roll back an open or closed cycle',
-        'Every intent cancelled with reason rollback and given back exactly (a subscription\'s whole amount, its fee included; a redemption\'s shares unlocked); vault.cycle.rolled_back. Repeating it changes nothing; a settled cycle is conflict. Honours Idempotency-Key (operator keys live apart from every organization\'s): a retry with the same key answers the first answer again.',
+        'Every intent cancelled with reason rollback and given back exactly (a subscription\'s whole amount, its fee included; a redemption\'s shares unlocked); vault.cycle.rolled_back. Repeating it changes nothing; a settled cycle is conflict. ' + AUDIT_DOC + ' Honours Idempotency-Key (operator keys live apart from every organization\'s): a retry with the same key answers the first answer again.',
       ),
     })
     .post('/vault-cycles/run', async () => ({ settled: await cycles.runOnce() }), {

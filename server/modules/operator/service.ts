@@ -34,7 +34,7 @@ function toActionView(row: repo.OperatorActionRecord | repo.OperatorActionRow): 
 }
 
 /** What an operator asked for, before it is known whether it succeeds. */
-interface ActionRequest {
+export interface ActionRequest {
   operator: string
   action: string
   targetId: string
@@ -161,6 +161,27 @@ export function createOperatorService(runtime: Runtime) {
     async rejectWithdrawal(id: string, operator: string, reason: string | undefined, orgId?: string): Promise<WithdrawalView> {
       const request: ActionRequest = { operator, action: 'withdrawal.reject', targetId: id, orgId: orgId ?? (await orgOrNull(id)), detail: { reason: reason ?? null } }
       return audited(request, async (alongside) => withdrawals.rejectByOperator(runtime, orgId ?? (await requireOrgOf(id)), id, operator, reason, alongside))
+    },
+
+    /**
+     * Runs an operator action of another module (vaults, cycles): `run` calls `alongside(tx)` in the
+     * transaction of its change, which records the action and its event there; an action that
+     * changed nothing (already in that state) is recorded on its own, with its event; a refusal as
+     * withdrawals' are.
+     */
+    async audit<T>(request: ActionRequest, run: (alongside: (tx: Executor) => Promise<void>) => Promise<T>): Promise<T> {
+      const now = () => (request.orgId === null ? new Date(runtime.clock.wallNowMs()) : runtime.clock.now(request.orgId))
+      let recorded = false
+      const result = await audited(request, (_withdrawal) =>
+        run(async (tx) => {
+          await record(tx, actionRow(request, 'succeeded', null, now()))
+          recorded = true
+        }),
+      )
+      if (!recorded) {
+        await runtime.db.transaction(async (tx) => record(tx, actionRow({ ...request, detail: { ...request.detail, changed: false } }, 'succeeded', null, now())))
+      }
+      return result
     },
 
     async listActions(query: { targetId?: string; limit?: number }): Promise<{ actions: OperatorActionView[] }> {

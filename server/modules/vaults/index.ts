@@ -3,7 +3,7 @@ import type { AccessPlugin } from '../../platform/access.ts'
 import type { OperatorIdempotencyPlugin } from '../../platform/operator-idempotency.ts'
 import { VaultClock } from './clock.ts'
 import { vaultsOpsRoutes, vaultsPublicRoutes } from './routes.ts'
-import { VaultCatalog } from './service.ts'
+import { VaultCatalog, type AuditOperatorAction } from './service.ts'
 import { SandboxVenue, type VaultVenue } from './venue.ts'
 
 export interface VaultsModuleDeps {
@@ -14,6 +14,8 @@ export interface VaultsModuleDeps {
   access: AccessPlugin
   /** Idempotency-Key for the operator routes' writes. */
   opsIdempotency: OperatorIdempotencyPlugin
+  /** Records the operator actions (pause, unpause) with their changes, in the operator audit trail. */
+  audit: AuditOperatorAction
 }
 
 /** The vault catalog, prices, the vaults' clock and the venue behind them. */
@@ -27,7 +29,7 @@ export async function createVaultsModule(deps: VaultsModuleDeps) {
     clock,
     venue,
     routes: vaultsPublicRoutes(catalog, deps.access),
-    opsRoutes: vaultsOpsRoutes(catalog, clock, venue.kind === 'sandbox', deps.opsIdempotency),
+    opsRoutes: vaultsOpsRoutes(catalog, clock, venue.kind === 'sandbox', deps.opsIdempotency, deps.audit),
   }
 }
 

@@ -106,3 +106,15 @@ export type VaultView = Static<typeof Vault>
 export type VaultPriceView = Static<typeof VaultPrice>
 export type CreateVaultInput = Static<typeof CreateVaultBody>
 export type UpdateVaultInput = Static<typeof UpdateVaultBody>
+
+/** The body of an operator action on a vault or a cycle: who acts, for the audit trail. */
+export const OperatorActBody = t.Optional(
+  t.Object(
+    {
+      operator: t.Optional(
+        t.String({ minLength: 1, maxLength: 100, pattern: '^[^\\u0000-\\u001f\\u007f]+$', description: 'Who acts, recorded in the operator audit trail; "operator" when left out' }),
+      ),
+    },
+    { additionalProperties: false },
+  ),
+)

@@ -3,8 +3,8 @@ import type { AccessPlugin } from '../../platform/access.ts'
 import type { OperatorIdempotencyPlugin } from '../../platform/operator-idempotency.ts'
 import { apiDoc } from '../../platform/openapi.ts'
 import type { VaultClock } from './clock.ts'
-import { AdvanceBody, CreateVaultBody, SetNavBody, UpdateVaultBody, Vault, VaultIdParams, VaultList, VaultPrice } from './model.ts'
-import { toVaultView, type VaultCatalog } from './service.ts'
+import { AdvanceBody, CreateVaultBody, OperatorActBody, SetNavBody, UpdateVaultBody, Vault, VaultIdParams, VaultList, VaultPrice } from './model.ts'
+import { toVaultView, type AuditOperatorAction, type VaultCatalog } from './service.ts'
 
 const ops = (summary: string, description?: string) => apiDoc(summary, 'Operators', { security: 'operator', description })
 
@@ -35,8 +35,15 @@ export function vaultsPublicRoutes(catalog: VaultCatalog, access: AccessPlugin) 
     })
 }
 
+const AUDIT_DOC =
+  'Recorded in the operator audit trail (GET /ops/v1/operator-actions) with the operator named (body operator, "operator" when left out) and the fingerprint of the token used, and emitted as a platform-wide operator.action event, in the same commit as the change; a repeat that changes nothing is recorded too (detail.changed false), a refusal with its error code and no event.'
+
 /** Operators manage the catalog (under /ops/v1, operator token); every POST honours Idempotency-Key. */
-export function vaultsOpsRoutes(catalog: VaultCatalog, clock: VaultClock, sandbox: boolean, idempotent: OperatorIdempotencyPlugin) {
+export function vaultsOpsRoutes(catalog: VaultCatalog, clock: VaultClock, sandbox: boolean, idempotent: OperatorIdempotencyPlugin, audit: AuditOperatorAction) {
+  const setState = (vaultId: string, state: 'active' | 'paused', operator: string | undefined) =>
+    audit({ operator: operator ?? 'operator', action: state === 'paused' ? 'vault.pause' : 'vault.unpause', targetId: vaultId, orgId: null, detail: {} }, (alongside) =>
+      catalog.setState(vaultId, state, alongside),
+    )
   let routes = new Elysia({ name: 'kassa/ops-vaults', prefix: '/ops/v1' })
     .use(idempotent)
     .post(
@@ -59,15 +66,17 @@ export function vaultsOpsRoutes(catalog: VaultCatalog, clock: VaultClock, sandbo
       response: Vault,
       detail: ops('Change a vault\'s terms or instant-redemption buffer', 'Terms apply to intents made afterwards.'),
     })
-    .post('/vaults/:id/pause', ({ params }) => catalog.setState(params.id, 'paused'), {
+    .post('/vaults/:id/pause', ({ params, body }) => setState(params.id, 'paused', body?.operator), {
       params: VaultIdParams,
+      body: OperatorActBody,
       response: Vault,
-      detail: ops('Pause a vault', 'Subscriptions and redemptions are refused (conflict); cancels and claims keep working. Sends vault.paused. Honours Idempotency-Key (operator keys live apart from every organization\'s): a retry with the same key answers the first answer again.'),
+      detail: ops('Pause a vault', 'Subscriptions and redemptions are refused (conflict); cancels and claims keep working. Sends vault.paused. ' + AUDIT_DOC + ' Honours Idempotency-Key (operator keys live apart from every organization\'s): a retry with the same key answers the first answer again.'),
     })
-    .post('/vaults/:id/unpause', ({ params }) => catalog.setState(params.id, 'active'), {
+    .post('/vaults/:id/unpause', ({ params, body }) => setState(params.id, 'active', body?.operator), {
       params: VaultIdParams,
+      body: OperatorActBody,
       response: Vault,
-      detail: ops('Unpause a vault', 'Sends vault.unpaused. Honours Idempotency-Key (operator keys live apart from every organization\'s): a retry with the same key answers the first answer again.'),
+      detail: ops('Unpause a vault', 'Sends vault.unpaused. ' + AUDIT_DOC + ' Honours Idempotency-Key (operator keys live apart from every organization\'s): a retry with the same key answers the first answer again.'),
     })
     .post('/vaults/prices/sync', async () => ({ changed: await catalog.syncPrices() }), {
       response: t.Object({ changed: t.Integer() }),

@@ -1,4 +1,4 @@
-import type { Database } from '../../../db/client.ts'
+import type { Database, Executor } from '../../../db/client.ts'
 import { ApiError, invalid, notFound } from '../../lib/errors.ts'
 import { formatAmount, parseAmount } from '../../lib/money.ts'
 import { requireAsset } from '../../lib/assets.ts'
@@ -8,6 +8,18 @@ import type { CreateVaultInput, UpdateVaultInput, VaultPriceView, VaultView } fr
 import { apyFrom, APY_WINDOW_DAYS, formatPrice, parsePrice, PRICE_ONE, windowStart } from './prices.ts'
 import * as repo from './repo.ts'
 import type { VaultVenue } from './venue.ts'
+
+/** A write done in the transaction of an operator's change: the action's audit record and its event. */
+export type AlongsideWrite = (tx: Executor) => Promise<void>
+
+/**
+ * Records an operator action (given by the app from the operator module): `run` gets the write to do
+ * alongside its change; an action that changed nothing or was refused is recorded on its own.
+ */
+export type AuditOperatorAction = <T>(
+  request: { operator: string; action: string; targetId: string; orgId: null; detail: Record<string, unknown> },
+  run: (alongside: AlongsideWrite) => Promise<T>,
+) => Promise<T>
 
 const DEFAULT_PRICE_MAX_AGE_SECONDS = 2 * 86_400
 
@@ -137,13 +149,14 @@ export class VaultCatalog {
   }
 
   /** Pause or unpause; a vault already in that state is answered as it is, with no event. */
-  async setState(vaultId: string, state: 'active' | 'paused'): Promise<VaultView> {
+  async setState(vaultId: string, state: 'active' | 'paused', alongside?: AlongsideWrite): Promise<VaultView> {
     const vault = await this.require(vaultId)
     if (vault.state === state) return toVaultView(vault)
     const now = this.now()
     const row = await this.deps.db.transaction(async (tx) => {
       const updated = await repo.updateVault(tx, vaultId, { state, updatedAt: now })
       await appendEvent(tx, { orgId: null, type: state === 'paused' ? 'vault.paused' : 'vault.unpaused', data: { vaultId }, created: now })
+      if (alongside) await alongside(tx)
       return updated!
     })
     return toVaultView(row)
