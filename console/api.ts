@@ -159,8 +159,9 @@ export class OperatorApi {
     return this.call<VaultPriceInfo>('GET', `/ops/v1/vaults/${encodeURIComponent(vaultId)}/price`)
   }
 
-  setVaultState(vaultId: string, action: 'pause' | 'unpause', idempotencyKey: string) {
-    return this.call<VaultInfo>('POST', `/ops/v1/vaults/${encodeURIComponent(vaultId)}/${action}`, { idempotencyKey })
+  /** `operator` is recorded in the audit trail ("operator" on the server when left empty). */
+  setVaultState(vaultId: string, action: 'pause' | 'unpause', idempotencyKey: string, operator = '') {
+    return this.call<VaultInfo>('POST', `/ops/v1/vaults/${encodeURIComponent(vaultId)}/${action}`, { idempotencyKey, ...(operator ? { body: { operator } } : {}) })
   }
 
   cycles(vaultId: string) {
@@ -171,8 +172,8 @@ export class OperatorApi {
     return this.call<CycleIntentsInfo>('GET', `/ops/v1/vault-cycles/${encodeURIComponent(cycleId)}/intents`)
   }
 
-  cycleAction(cycleId: string, action: CycleAction, idempotencyKey: string) {
-    return this.call<CycleInfo>('POST', `/ops/v1/vault-cycles/${encodeURIComponent(cycleId)}/${action}`, { idempotencyKey })
+  cycleAction(cycleId: string, action: CycleAction, idempotencyKey: string, operator = '') {
+    return this.call<CycleInfo>('POST', `/ops/v1/vault-cycles/${encodeURIComponent(cycleId)}/${action}`, { idempotencyKey, ...(operator ? { body: { operator } } : {}) })
   }
 }
 

@@ -78,7 +78,7 @@ export function cycleEffect(action: CycleAction, vault: VaultInfo, info: CycleIn
 }
 
 function CyclesScreen({ height, active, setCapturing, memory }: ScreenProps) {
-  const { api, report, refreshMs } = useConsole()
+  const { api, report, refreshMs, operatorName } = useConsole()
   const tint = useTint()
   const saved = memory as CyclesMemory
   const [vaults, setVaults] = useState<VaultInfo[] | null>(null)
@@ -147,7 +147,7 @@ function CyclesScreen({ height, active, setCapturing, memory }: ScreenProps) {
   const send = async (current: Flow) => {
     setFlow({ ...current, step: 'sending' })
     const { cycle } = current.info
-    const answer = await api.cycleAction(cycle.cycleId, current.action, current.idempotencyKey)
+    const answer = await api.cycleAction(cycle.cycleId, current.action, current.idempotencyKey, operatorName.trim())
     report(answer.ok ? { ok: true } : answer)
     if (!mounted.current) return
     setFlow(null)

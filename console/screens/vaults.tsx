@@ -57,19 +57,22 @@ function effect(flow: Flow): string {
 }
 
 function VaultsScreen({ height, active, setCapturing }: ScreenProps) {
-  const { api, report, refreshMs } = useConsole()
+  const { api, report, refreshMs, operatorName } = useConsole()
   const tint = useTint()
   const [rows, setRows] = useState<VaultRow[] | null>(null)
   const [selectedId, setSelectedId] = useState<string | null>(null)
   const [flow, setFlow] = useState<Flow | null>(null)
   const [message, setMessage] = useState<Message>(null)
   const mounted = useRef(true)
+  // Bumped by each action's answer: a refresh read before it is stale and is not shown.
+  const generation = useRef(0)
 
   const refresh = useCallback(async () => {
+    const started = generation.current
     const answer = await loadVaultRows(api)
     if (!answer.ok) report(answer)
     else report(answer.failure ?? { ok: true })
-    if (!mounted.current) return
+    if (!mounted.current || started !== generation.current) return
     if (answer.ok) setRows(answer.rows)
   }, [api, report])
 
@@ -101,7 +104,8 @@ function VaultsScreen({ height, active, setCapturing }: ScreenProps) {
 
   const send = async (current: Flow) => {
     setFlow({ ...current, step: 'sending' })
-    const answer = await api.setVaultState(current.row.vault.vaultId, current.action, current.idempotencyKey)
+    const answer = await api.setVaultState(current.row.vault.vaultId, current.action, current.idempotencyKey, operatorName.trim())
+    generation.current += 1
     report(answer.ok ? { ok: true } : answer)
     if (!mounted.current) return
     setFlow(null)

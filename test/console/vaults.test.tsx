@@ -88,6 +88,12 @@ describe('the Vaults screen', () => {
     const unpauseKeys = await opsKeys('/ops/v1/vaults/alpha/unpause')
     expect(pauseKeys.map((row) => row.key)).toEqual([expect.stringMatching(/^console-vault-pause-/)])
     expect(unpauseKeys.map((row) => row.key)).toEqual([expect.stringMatching(/^console-vault-unpause-/)])
+    // The operator's name given to the console is recorded in the audit trail.
+    const trail = await op.app.ops('GET', '/ops/v1/operator-actions?targetId=alpha')
+    expect(trail.body.actions.map((action: any) => [action.operator, action.action]).reverse()).toEqual([
+      ['Ada', 'vault.pause'],
+      ['Ada', 'vault.unpause'],
+    ])
   }, 30_000)
 
   test("shows the API's error in place and keeps running", async () => {
@@ -177,6 +183,8 @@ describe('the Cycles screen', () => {
     const rows = await intentRows(op.app, cycle.cycleId)
     expect(rows.map((row) => [row.state, row.reason])).toEqual(rows.map(() => ['cancelled', 'rollback']))
     expect((await op.fx.call('GET', `/v1/subscriptions/${first.id}`)).body.reason).toBe('rollback')
+    const trail = await op.app.ops('GET', `/ops/v1/operator-actions?targetId=${cycle.cycleId}`)
+    expect(trail.body.actions.map((action: any) => [action.operator, action.action, action.outcome])).toEqual([['Ada', 'vault_cycle.rollback', 'succeeded']])
     const after = await op.fx.call('GET', `/v1/accounts/${bob}/balances`)
     expect(JSON.stringify(after.body)).not.toBe(JSON.stringify(before.body))
 
