@@ -188,7 +188,11 @@ describe('the Cycles screen', () => {
     const after = await op.fx.call('GET', `/v1/accounts/${bob}/balances`)
     expect(JSON.stringify(after.body)).not.toBe(JSON.stringify(before.body))
 
-    // Settling a rolled-back cycle: the API's conflict, in place.
+    // Settling a rolled-back cycle: the API's conflict, in place. The roll back opened the next
+    // deposit cycle, listed above it once the list refreshes: the rolled-back one is selected again.
+    await view.shows(new RegExp(`#${Number(cycle.settlementCycle) + 1}\\s+deposit\\s+open`))
+    if (!view.frame().includes(`selected ${cycle.cycleId}`)) view.press(KEYS.down)
+    await view.shows(`selected ${cycle.cycleId}`)
     view.press('s')
     await view.shows('It is already rolled_back')
     view.press('y')
