@@ -97,7 +97,21 @@ export class SavePolicies {
    * UTC date) runs now. One account's failure is logged and leaves its day unrecorded, so the next
    * pass retries it; it never stops the others.
    */
-  async runOnce(): Promise<SavePolicyPass> {
+  /**
+   * One pass over every enabled policy. A pass asked for while one runs in this process joins it:
+   * two at once would race their subscriptions for the same account and day into one batch, where
+   * the day's guard row refuses both (the database's unique day row still guards across processes).
+   */
+  runOnce(): Promise<SavePolicyPass> {
+    this.running ??= this.runPass().finally(() => {
+      this.running = undefined
+    })
+    return this.running
+  }
+
+  private running: Promise<SavePolicyPass> | undefined
+
+  private async runPass(): Promise<SavePolicyPass> {
     const pass: SavePolicyPass = { subscribed: 0, skipped: 0, nothingToInvest: 0, failed: 0 }
     let after: { orgId: string; accountId: string } | undefined
     for (;;) {
