@@ -12,7 +12,8 @@ export interface EventRecord {
   createdAt: Date
 }
 
-interface RawEvent {
+/** An event row as SQL reads it (`toRecord` turns it into an `EventRecord`). */
+export interface RawEvent {
   seq: string | bigint
   txid: string
   id: string
@@ -22,7 +23,7 @@ interface RawEvent {
   created_at: string | Date
 }
 
-function toRecord(row: RawEvent): EventRecord {
+export function toRecord(row: RawEvent): EventRecord {
   return {
     seq: String(row.seq),
     txid: String(row.txid),

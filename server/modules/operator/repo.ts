@@ -2,6 +2,7 @@ import { and, desc, eq, sql, type SQL } from 'drizzle-orm'
 import { queryRows, type Executor } from '../../../db/client.ts'
 import { operatorActions, organizations, quotes, withdrawals } from '../../../db/schema/index.ts'
 import { VISIBLE_EVENT } from '../events/repo.ts'
+import { toRecord, type EventRecord, type RawEvent } from '../events/repo.ts'
 
 export type OperatorActionRow = typeof operatorActions.$inferInsert
 export type OperatorActionRecord = typeof operatorActions.$inferSelect
@@ -50,35 +51,8 @@ export interface LogPosition {
   seq: string
 }
 
-export interface StreamEventRecord extends LogPosition {
-  id: string
-  orgId: string | null
-  type: string
-  data: Record<string, unknown>
-  createdAt: Date
-}
-
-interface RawStreamEvent {
-  seq: string | bigint
-  txid: string
-  id: string
-  org_id: string | null
-  type: string
-  data: Record<string, unknown> | string
-  created_at: string | Date
-}
-
-function toStreamEvent(row: RawStreamEvent): StreamEventRecord {
-  return {
-    seq: String(row.seq),
-    txid: String(row.txid),
-    id: row.id,
-    orgId: row.org_id,
-    type: row.type,
-    data: typeof row.data === 'string' ? (JSON.parse(row.data) as Record<string, unknown>) : row.data,
-    createdAt: row.created_at instanceof Date ? row.created_at : new Date(row.created_at),
-  }
-}
+/** An event of the stream: the event log's own record (`events/repo.ts`). */
+export type StreamEventRecord = EventRecord
 
 /** What a tail follows: exact types, namespaces (`treasury` for `treasury.*`) and one organization. */
 export interface StreamFilter {
@@ -103,21 +77,21 @@ const COLUMNS = sql`seq::text as seq, txid::text as txid, id, org_id, type, data
 /** Events after `after` that match, in log order; only events of finished transactions. */
 export async function eventsAfter(executor: Executor, after: LogPosition, filter: StreamFilter, limit: number): Promise<StreamEventRecord[]> {
   const conditions = [...filterConditions(filter), sql`(txid, seq) > (${after.txid}::xid8, ${after.seq}::bigint)`]
-  const rows = await queryRows<RawStreamEvent>(
+  const rows = await queryRows<RawEvent>(
     executor,
     sql`select ${COLUMNS} from events where ${sql.join(conditions, sql` and `)} order by txid, seq limit ${limit}`,
   )
-  return rows.map(toStreamEvent)
+  return rows.map(toRecord)
 }
 
 /** The last `limit` matching events at or before `until`, in log order. */
 export async function eventsUntil(executor: Executor, until: LogPosition, filter: StreamFilter, limit: number): Promise<StreamEventRecord[]> {
   const conditions = [...filterConditions(filter), sql`(txid, seq) <= (${until.txid}::xid8, ${until.seq}::bigint)`]
-  const rows = await queryRows<RawStreamEvent>(
+  const rows = await queryRows<RawEvent>(
     executor,
     sql`select ${COLUMNS} from events where ${sql.join(conditions, sql` and `)} order by txid desc, seq desc limit ${limit}`,
   )
-  return rows.map(toStreamEvent).reverse()
+  return rows.map(toRecord).reverse()
 }
 
 /** The position of the newest event served so far (of finished transactions), or the start of the log. */
