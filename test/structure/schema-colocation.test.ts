@@ -62,6 +62,57 @@ const GLOBAL_TABLES: Record<string, string> = {
   cluster_partitions: 'cluster bookkeeping',
 }
 
+/**
+ * Keys and unique indexes of organization tables that do not contain the organization, each with
+ * what it becomes when the tables are distributed by organization (a distributed database enforces
+ * uniqueness only within a shard, so only with the distribution column in it). docs/scale-out.md,
+ * "What changes in keys and statements", lists the same; a new table keyed by `(id)` alone lands
+ * here and has to be written into both, or keyed `(org_id, id)` from the start, as `payments` is.
+ */
+const KEYS_TO_CHANGE_WHEN_DISTRIBUTED: Record<string, string> = {
+  accounts_pkey: '(org_id, id)',
+  allowlist_entries_pkey: '(org_id, id)',
+  attestation_keys_pkey: '(org_id, id)',
+  chain_arrivals_pkey: '(org_id, id)',
+  chain_arrivals_observation_key: '(org_id, network, tx_hash, address)',
+  chain_withdrawals_pkey: '(org_id, withdrawal_id)',
+  deposit_addresses_pkey: '(org_id, id)',
+  deposit_addresses_address_key: 'moves to the reference table deposit_address_owners',
+  deposits_pkey: '(org_id, id)',
+  events_pkey: '(org_id, id)',
+  holds_pkey: '(org_id, id)',
+  ledger_movements_pkey: '(org_id, id)',
+  operator_actions_pkey: '(org_id, id)',
+  quotes_pkey: '(org_id, id)',
+  statements_pkey: '(org_id, id)',
+  transfers_pkey: '(org_id, id)',
+  vault_intents_pkey: '(org_id, id)',
+  webhook_deliveries_pkey: '(org_id, id)',
+  webhook_deliveries_event_webhook_unique: '(org_id, event_id, webhook_id)',
+  webhook_endpoints_pkey: '(org_id, id)',
+  withdrawals_pkey: '(org_id, id)',
+  withdrawals_quote_unique: '(org_id, quote_id)',
+  // api_keys becomes a reference table (looked up by key hash before the organization is known):
+  // its keys stay as they are.
+  api_keys_pkey: 'unchanged: reference table',
+  api_keys_key_hash_unique: 'unchanged: reference table',
+}
+
+/** Unique indexes (primary keys included) of tables with an organization column that leave it out. */
+async function uniqueIndexesWithoutOrganization(db: Database, schema: string): Promise<string[]> {
+  const rows = await queryRows<{ index: string }>(
+    db,
+    sql`select ic.relname as "index"
+        from pg_index i join pg_class c on c.oid = i.indrelid join pg_class ic on ic.oid = i.indexrelid
+        join pg_namespace n on n.oid = c.relnamespace
+        where n.nspname = ${schema} and i.indisunique
+          and exists (select 1 from pg_attribute a where a.attrelid = c.oid and a.attname = ${ORGANIZATION_COLUMN} and not a.attisdropped)
+          and not exists (select 1 from pg_attribute a where a.attrelid = c.oid and a.attnum = any (i.indkey::int2[]) and a.attname = ${ORGANIZATION_COLUMN})
+        order by ic.relname collate "C"`,
+  )
+  return rows.map((row) => row.index)
+}
+
 interface TableCatalog {
   table: string
   hasOrganization: boolean
@@ -85,7 +136,7 @@ async function readCatalog(db: Database, schema: string): Promise<TableCatalog[]
             where i.indrelid = c.oid and a.attname = ${ORGANIZATION_COLUMN}) as org_led
         from pg_class c join pg_namespace n on n.oid = c.relnamespace
         where n.nspname = ${schema} and c.relkind in ('r', 'p')
-        order by c.relname`,
+        order by c.relname collate "C"`,
   )
   return rows.map((row) => ({ table: row.table, hasOrganization: row.has_org, organizationInPrimaryKey: row.org_in_pk, organizationLedIndexes: row.org_led }))
 }
@@ -138,6 +189,10 @@ describe('the migrated schema, read from the catalog', () => {
     expect(byTable.get('ledger_movements')?.organizationLedIndexes).toBe('ledger_movements_org_created_idx')
     expect(byTable.get('webhook_deliveries')?.organizationLedIndexes).toBe('webhook_deliveries_open_idx')
   })
+
+  test('leaves the organization out of exactly the keys the scale-out document says change when distributed', async () => {
+    expect(await uniqueIndexesWithoutOrganization(db, 'public')).toEqual(Object.keys(KEYS_TO_CHANGE_WHEN_DISTRIBUTED).sort())
+  })
 })
 
 describe('the check itself', () => {
@@ -168,6 +223,8 @@ describe('the check itself', () => {
         'unindexed has org_id in neither its primary key nor the first column of an index',
         'unlisted has no org_id and is not listed as global',
       ])
+      // Keys without the organization, on tables that have it; `listed` has none and is left out.
+      expect(await uniqueIndexesWithoutOrganization(db, 'colocation_probe')).toEqual(['led_pkey', 'second_column_pkey', 'unindexed_pkey'])
     } finally {
       await db.execute(sql.raw(`drop schema colocation_probe cascade`))
     }
