@@ -9,7 +9,10 @@ import { assertZeroSum, deltasOf, HotBalances, type BalanceDelta, type HotBalanc
 import { assertReservationRecord } from './journal.ts'
 import { newPendingHold, PendingHolds, type PendingHold } from './pending-holds.ts'
 import { DEFAULT_ASSET_POLICIES, type AssetPolicy } from './policy.ts'
-import { GroupCommitWriter, type GuardedWrite, type LedgerOperation } from './writer.ts'
+import type { CommitFence } from './fence.ts'
+import type { GuardedWrite, LedgerOperation } from './operation.ts'
+import { GroupCommitWriter } from './writer.ts'
+import { WriteSetRegistry, type WriteSet } from './write-sets.ts'
 
 export type { PendingHold }
 
@@ -23,6 +26,8 @@ export interface LedgerOptions {
   /** Operations a batch sent behind another must carry (see `WriterOptions.pipelineMinOperations`); 1 when not given. */
   pipelineMinOperations?: number
   policies?: Readonly<Record<AssetCode, AssetPolicy>>
+  /** A precondition every commit checks with its writes (see `CommitFence`); none when not given. */
+  fence?: CommitFence
 }
 
 const DEFAULT_BATCH_MAX = 256
@@ -49,7 +54,8 @@ export class Ledger {
       batchMax: options.batchMax ?? DEFAULT_BATCH_MAX,
       pipelineDepth: options.pipelineDepth ?? 1,
       pipelineMinOperations: options.pipelineMinOperations ?? 1,
-    })
+      fence: options.fence,
+    }, new WriteSetRegistry())
     this.policies = options.policies ?? DEFAULT_ASSET_POLICIES
   }
 
@@ -85,6 +91,15 @@ export class Ledger {
     }
   }
 
+  /**
+   * A module's write sets: the tables it commits with its money, and how (see `WriteSet`). Each
+   * module registers its own when the ledger is built; an operation carrying rows of a field no
+   * write set takes is refused before anything is reserved.
+   */
+  registerWriteSets(sets: readonly WriteSet[]): void {
+    this.writer.writeSets.register(sets)
+  }
+
   policy(asset: AssetCode): AssetPolicy {
     return this.policies[asset]
   }
@@ -99,8 +114,9 @@ export class Ledger {
    * checked before must be checked in the same synchronous step that calls this.
    */
   submit(op: LedgerOperation): Promise<void> {
+    this.writer.writeSets.assertCarried(op)
     assertZeroSum(op.postings)
-    if (op.recordedByPayment) assertReservationRecord(op)
+    if (op.recordedByPayment) assertReservationRecord(op, this.writer.writeSets.movementRecords(op))
     const deltas = deltasOf(op.orgId, op.postings, 1n)
     this.assertResident(deltas)
     const overdraft = this.balances.overdraftIn(deltas)
@@ -130,6 +146,7 @@ export class Ledger {
     const deltas = new Map<string, BalanceDelta>()
     for (const op of ops) {
       assert(op.recordedByPayment !== true && op.idempotencyRecord === undefined && op.guardedWrites === undefined, 'a bundled operation is a plain movement')
+      this.writer.writeSets.assertCarried(op)
       assertZeroSum(op.postings)
       deltasOf(op.orgId, op.postings, 1n, deltas)
     }
