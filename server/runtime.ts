@@ -5,7 +5,7 @@ import { openDatabase, runMigrations, type Database, type DatabaseHandle } from 
 import { openLedger, type Ledger } from './ledger/ledger.ts'
 import { depositWriteSets } from './modules/deposits/write-sets.ts'
 import { eventWriteSets } from './modules/events/write-sets.ts'
-import { holdWriteSets } from './modules/holds/write-sets.ts'
+import { holdWriteSets, pendingHoldsToLoad } from './modules/holds/write-sets.ts'
 import { paymentWriteSets } from './modules/payments/write-sets.ts'
 import { transferWriteSets } from './modules/transfers/write-sets.ts'
 import { randomToken } from './lib/hash.ts'
@@ -92,6 +92,7 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
     // PGlite runs in process: nothing to overlap.
     pipelineDepth: database.kind === 'postgres' ? config.ledgerPipelineDepth : 1,
     pipelineMinOperations: config.ledgerPipelineMinOperations,
+    pendingHolds: pendingHoldsToLoad,
   })
   // The tables each module commits with its money (the ledger knows none of them).
   ledger.registerWriteSets(holdWriteSets)

@@ -1,13 +1,13 @@
 import { and, eq, ne, or } from 'drizzle-orm'
 import type { Database } from '../../db/client.ts'
-import { holds, ledgerBalances } from '../../db/schema/index.ts'
+import { ledgerBalances } from '../../db/schema/index.ts'
 import { assert, AssertionError } from '../lib/assert.ts'
 import { ApiError } from '../lib/errors.ts'
 import type { AssetCode } from '../lib/assets.ts'
 import { AccountDirectory } from './accounts.ts'
 import { assertZeroSum, deltasOf, HotBalances, type BalanceDelta, type HotBalance } from './hot-balances.ts'
 import { assertReservationRecord } from './journal.ts'
-import { newPendingHold, PendingHolds, type PendingHold } from './pending-holds.ts'
+import { newPendingHold, PendingHolds, type PendingHold, type PendingHoldFields } from './pending-holds.ts'
 import { DEFAULT_ASSET_POLICIES, type AssetPolicy } from './policy.ts'
 import type { CommitFence } from './fence.ts'
 import type { GuardedWrite, LedgerOperation } from './operation.ts'
@@ -28,6 +28,11 @@ export interface LedgerOptions {
   policies?: Readonly<Record<AssetCode, AssetPolicy>>
   /** A precondition every commit checks with its writes (see `CommitFence`); none when not given. */
   fence?: CommitFence
+  /**
+   * The pending holds to hold in memory from the start, read from where the module that keeps them
+   * stores them (the ledger knows no feature table); none when not given.
+   */
+  pendingHolds?: (db: Database) => Promise<PendingHoldFields[]>
 }
 
 const DEFAULT_BATCH_MAX = 256
@@ -44,10 +49,13 @@ export class Ledger {
   readonly writer: GroupCommitWriter
   readonly policies: Readonly<Record<AssetCode, AssetPolicy>>
 
+  private readonly pendingHoldsToLoad: LedgerOptions['pendingHolds']
+
   constructor(
     readonly db: Database,
     options: LedgerOptions,
   ) {
+    this.pendingHoldsToLoad = options.pendingHolds
     this.accounts = new AccountDirectory(db, this.balances)
     this.writer = new GroupCommitWriter(db, options.writerDb ?? db, this.balances, {
       groupCommit: options.groupCommit,
@@ -75,20 +83,7 @@ export class Ledger {
       .from(ledgerBalances)
       .where(and(eq(ledgerBalances.kind, 'customer'), or(ne(ledgerBalances.held, 0n), ne(ledgerBalances.inFlight, 0n))))
     await this.accounts.loadMany(reserving.map((row) => row.accountId))
-    for (const row of await this.db.select().from(holds).where(eq(holds.state, 'pending'))) {
-      this.pendingHolds.set(
-        row.id,
-        newPendingHold({
-          id: row.id,
-          orgId: row.orgId,
-          accountId: row.accountId,
-          asset: row.asset,
-          amountMinor: row.amount,
-          expiresAtMs: row.expiresAt.getTime(),
-          createdAtMs: row.createdAt.getTime(),
-        }),
-      )
-    }
+    for (const fields of (await this.pendingHoldsToLoad?.(this.db)) ?? []) this.pendingHolds.set(fields.id, newPendingHold(fields))
   }
 
   /**

@@ -1,4 +1,7 @@
+import { eq } from 'drizzle-orm'
+import type { Database } from '../../../db/client.ts'
 import { holds } from '../../../db/schema/index.ts'
+import type { PendingHoldFields } from '../../ledger/pending-holds.ts'
 import { defineWriteSet } from '../../ledger/write-sets.ts'
 
 export type HoldRow = typeof holds.$inferInsert
@@ -25,3 +28,17 @@ export const holdWriteSets = [
     upsert: { target: 'id', columns: ['state', 'captured_amount', 'transfer_id', 'closed_at'] },
   }),
 ]
+
+/** The pending holds the ledger holds in memory from its start (`LedgerOptions.pendingHolds`). */
+export async function pendingHoldsToLoad(db: Database): Promise<PendingHoldFields[]> {
+  const rows = await db.select().from(holds).where(eq(holds.state, 'pending'))
+  return rows.map((row) => ({
+    id: row.id,
+    orgId: row.orgId,
+    accountId: row.accountId,
+    asset: row.asset,
+    amountMinor: row.amount,
+    expiresAtMs: row.expiresAt.getTime(),
+    createdAtMs: row.createdAt.getTime(),
+  }))
+}
