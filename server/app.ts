@@ -5,10 +5,8 @@ import { accountsRoutes } from './modules/accounts/routes.ts'
 import { allowlistRoutes } from './modules/allowlist/routes.ts'
 import { startAllowlistActivation } from './modules/allowlist/service.ts'
 import { assetsRoutes } from './modules/assets/routes.ts'
-import { sandboxChainRoutes } from './modules/chain/routes.ts'
-import { startChain } from './modules/chain/service.ts'
-import { depositsRoutes, suspenseOpsRoutes } from './modules/deposits/routes.ts'
-import { startDeposits } from './modules/deposits/service.ts'
+import { createChainModule } from './modules/chain/index.ts'
+import { createDepositsModule, type DepositsModule } from './modules/deposits/index.ts'
 import { balancesRoutes, sandboxFundingRoutes } from './modules/balances/routes.ts'
 import { holdsRoutes } from './modules/holds/routes.ts'
 import { paymentsOpsRoutes, paymentsRoutes } from './modules/payments/routes.ts'
@@ -49,6 +47,10 @@ export async function buildApp(runtime: Runtime) {
   const access = accessPlugin(idempotency, { testExitAfterCommit: runtime.config.testExitAfterCommit })
   const statements = createStatementsModule({ db: runtime.db, ledger: runtime.ledger, clock: runtime.clock, access, config: runtime.config })
   runtime.stoppers.unshift(() => statements.stop())
+  const { db, ledger, clock } = runtime
+  // Money in: deposits record the arrivals the chain (simulator) reports.
+  const deposits = createDepositsModule({ db, ledger, clock, addresses: runtime.addresses, access, idempotency })
+  const chain = createChainModule({ chain: runtime.chain, clock, access, arrivals: deposits.arrivals })
   const operator = createOperatorModule({ runtime, idempotency })
   // Operator writes outside the operator module (vaults, cycles) keep their keys in the same space.
   const opsIdempotency = operatorIdempotency(idempotency, operator.service.tokenFingerprint)
@@ -99,8 +101,8 @@ export async function buildApp(runtime: Runtime) {
     .use(quotesRoutes(runtime, access, earning?.quoteInstantRedeem))
     .use(paymentsRoutes(runtime, access, idempotency))
     .use(paymentsOpsRoutes(runtime))
-    .use(depositsRoutes(runtime, access))
-    .use(suspenseOpsRoutes(runtime, idempotency))
+    .use(deposits.routes)
+    .use(deposits.opsRoutes)
     .use(allowlistRoutes(runtime, access))
     .use(withdrawalsRoutes(runtime, access))
     .use(withdrawalsOpsRoutes(runtime, operator.service))
@@ -118,15 +120,17 @@ export async function buildApp(runtime: Runtime) {
     runtime.stoppers.push(() => earning.stop())
   }
   if (runtime.config.serviceEnv === 'sandbox') {
-    app = app.use(sandboxRoutes(runtime, access)).use(sandboxFundingRoutes(runtime, access)).use(sandboxChainRoutes(runtime, access)) as unknown as typeof app
+    app = app.use(sandboxRoutes(runtime, access)).use(sandboxFundingRoutes(runtime, access)).use(chain.sandboxRoutes) as unknown as typeof app
   }
   startHoldExpiry(runtime)
   startAllowlistActivation(runtime)
   // The outcome listener is registered before the chain starts delivering outcomes.
   startWithdrawals(runtime)
-  startChain(runtime)
-  startDeposits(runtime)
-  return { app, handle: front.handle, statements, sbt, earning }
+  chain.start()
+  runtime.stoppers.push(() => chain.stop())
+  deposits.start()
+  runtime.stoppers.push(() => deposits.stop())
+  return { app, handle: front.handle, statements, sbt, earning, deposits }
 }
 
 export type App = Awaited<ReturnType<typeof buildApp>>['app']
@@ -141,6 +145,8 @@ export interface Kassa {
   statements: StatementsModule
   /** Earning's services and its worker step (undefined when earning is off). */
   earning: EarningModule | undefined
+  /** Deposits: the sweep's steps and the suspense actions, as tests drive them. */
+  deposits: DepositsModule
   /**
    * One request through the app as a listening server answers it, the load shedder in front
    * included (`app.handle` alone starts at Elysia's router, behind the shedder).
@@ -154,7 +160,7 @@ export async function createApp(config: Config, options: RuntimeOptions = {}): P
   const runtime = await createRuntime(config, options)
   // Payments own some holds; they must be known before the hold sweeper starts.
   await startPayments(runtime)
-  const { app, handle, statements, sbt, earning } = await buildApp(runtime)
+  const { app, handle, statements, sbt, earning, deposits } = await buildApp(runtime)
   await statements.start()
   // Delivery runs beside the request path and never inside it: requests only write events.
   await startWebhookDelivery(runtime)
@@ -164,6 +170,7 @@ export async function createApp(config: Config, options: RuntimeOptions = {}): P
     runtime,
     statements,
     earning,
+    deposits,
     handle: async (request) => handle(request),
     async close() {
       if (app.server) await app.stop()
