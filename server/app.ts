@@ -2,8 +2,7 @@ import { Elysia } from 'elysia'
 import type { Config } from './config.ts'
 import { ledgerOpsRoutes } from './modules/ledger-ops/routes.ts'
 import { accountsRoutes } from './modules/accounts/routes.ts'
-import { allowlistRoutes } from './modules/allowlist/routes.ts'
-import { startAllowlistActivation } from './modules/allowlist/service.ts'
+import { createAllowlistModule } from './modules/allowlist/index.ts'
 import { assetsRoutes } from './modules/assets/routes.ts'
 import { createChainModule } from './modules/chain/index.ts'
 import { createDepositsModule, type DepositsModule } from './modules/deposits/index.ts'
@@ -20,13 +19,12 @@ import { createVaultsModule } from './modules/vaults/index.ts'
 import { startWebhookDelivery } from './modules/webhooks/worker.ts'
 import { quotesRoutes } from './modules/quotes/routes.ts'
 import { createOperatorModule } from './modules/operator/module.ts'
-import { orgsOpsRoutes } from './modules/orgs/routes.ts'
+import { createOrgsModule } from './modules/orgs/index.ts'
 import { sandboxRoutes } from './modules/sandbox/routes.ts'
 import { createStatementsModule, type StatementsModule } from './modules/statements/index.ts'
 import { transfersRoutes } from './modules/transfers/routes.ts'
-import { withdrawalsOpsRoutes, withdrawalsRoutes } from './modules/withdrawals/routes.ts'
 import { createSbtModule } from './modules/sbt/index.ts'
-import { startWithdrawals } from './modules/withdrawals/service.ts'
+import { createWithdrawalsModule, type WithdrawalsModule } from './modules/withdrawals/index.ts'
 import { accessPlugin, recordIdempotentFailure } from './platform/access.ts'
 import { arrivalPlugin } from './platform/arrival.ts'
 import { apiKeyAuthPlugin, operatorAuthPlugin } from './platform/auth.ts'
@@ -47,11 +45,24 @@ export async function buildApp(runtime: Runtime) {
   const access = accessPlugin(idempotency, { testExitAfterCommit: runtime.config.testExitAfterCommit })
   const statements = createStatementsModule({ db: runtime.db, ledger: runtime.ledger, clock: runtime.clock, access, config: runtime.config })
   runtime.stoppers.unshift(() => statements.stop())
-  const { db, ledger, clock } = runtime
-  // Money in: deposits record the arrivals the chain (simulator) reports.
+  const { db, ledger, clock, screening } = runtime
+  const orgs = createOrgsModule({ db, keys: runtime.keys, clock, idempotency })
+  // Money out: the allowlist names the destinations, the organization sets the approval threshold,
+  // the chain adapter sends. Money in: deposits record the arrivals the chain (simulator) reports.
+  const allowlist = createAllowlistModule({ db, ledger, clock, screening, access })
+  const withdrawals = createWithdrawalsModule({
+    db,
+    ledger,
+    clock,
+    chain: runtime.chain,
+    screening,
+    requireActiveEntry: allowlist.requireActiveEntry,
+    approvalThresholdMinor: orgs.approvalThresholdMinor,
+    access,
+  })
   const deposits = createDepositsModule({ db, ledger, clock, addresses: runtime.addresses, access, idempotency })
   const chain = createChainModule({ chain: runtime.chain, clock, access, arrivals: deposits.arrivals })
-  const operator = createOperatorModule({ runtime, idempotency })
+  const operator = createOperatorModule({ db, clock, screening, operatorToken: runtime.operatorToken, idempotency, withdrawals: withdrawals.operatorActions })
   // Operator writes outside the operator module (vaults, cycles) keep their keys in the same space.
   const opsIdempotency = operatorIdempotency(idempotency, operator.service.tokenFingerprint)
   // ...and are recorded in the operator audit trail with their changes.
@@ -91,7 +102,7 @@ export async function buildApp(runtime: Runtime) {
     .use(requestShapePlugin())
     .use(openapiPlugin())
     .get('/health', () => ({ status: 'ok', environment: runtime.config.serviceEnv }), { detail: { hide: true } })
-    .use(orgsOpsRoutes(runtime, idempotency))
+    .use(orgs.opsRoutes)
     .use(assetsRoutes(access))
     .use(accountsRoutes(runtime, access))
     .use(ledgerOpsRoutes(runtime))
@@ -103,9 +114,9 @@ export async function buildApp(runtime: Runtime) {
     .use(paymentsOpsRoutes(runtime))
     .use(deposits.routes)
     .use(deposits.opsRoutes)
-    .use(allowlistRoutes(runtime, access))
-    .use(withdrawalsRoutes(runtime, access))
-    .use(withdrawalsOpsRoutes(runtime, operator.service))
+    .use(allowlist.routes)
+    .use(withdrawals.routes)
+    .use(withdrawals.opsRoutes(operator.service))
     .use(webhooksRoutes(runtime, access))
     .use(eventsRoutes(runtime, access))
     .use(eventsOpsRoutes(runtime))
@@ -123,14 +134,16 @@ export async function buildApp(runtime: Runtime) {
     app = app.use(sandboxRoutes(runtime, access)).use(sandboxFundingRoutes(runtime, access)).use(chain.sandboxRoutes) as unknown as typeof app
   }
   startHoldExpiry(runtime)
-  startAllowlistActivation(runtime)
+  allowlist.start()
+  runtime.stoppers.push(() => allowlist.stop())
   // The outcome listener is registered before the chain starts delivering outcomes.
-  startWithdrawals(runtime)
+  withdrawals.start()
+  runtime.stoppers.push(() => withdrawals.stop())
   chain.start()
   runtime.stoppers.push(() => chain.stop())
   deposits.start()
   runtime.stoppers.push(() => deposits.stop())
-  return { app, handle: front.handle, statements, sbt, earning, deposits }
+  return { app, handle: front.handle, statements, sbt, earning, deposits, withdrawals }
 }
 
 export type App = Awaited<ReturnType<typeof buildApp>>['app']
@@ -147,6 +160,8 @@ export interface Kassa {
   earning: EarningModule | undefined
   /** Deposits: the sweep's steps and the suspense actions, as tests drive them. */
   deposits: DepositsModule
+  /** Withdrawals: outcomes and broadcast passes, as tests drive them. */
+  withdrawals: WithdrawalsModule
   /**
    * One request through the app as a listening server answers it, the load shedder in front
    * included (`app.handle` alone starts at Elysia's router, behind the shedder).
@@ -160,7 +175,7 @@ export async function createApp(config: Config, options: RuntimeOptions = {}): P
   const runtime = await createRuntime(config, options)
   // Payments own some holds; they must be known before the hold sweeper starts.
   await startPayments(runtime)
-  const { app, handle, statements, sbt, earning, deposits } = await buildApp(runtime)
+  const { app, handle, statements, sbt, earning, deposits, withdrawals } = await buildApp(runtime)
   await statements.start()
   // Delivery runs beside the request path and never inside it: requests only write events.
   await startWebhookDelivery(runtime)
@@ -171,6 +186,7 @@ export async function createApp(config: Config, options: RuntimeOptions = {}): P
     statements,
     earning,
     deposits,
+    withdrawals,
     handle: async (request) => handle(request),
     async close() {
       if (app.server) await app.stop()
