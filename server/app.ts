@@ -12,11 +12,10 @@ import { paymentsOpsRoutes, paymentsRoutes } from './modules/payments/routes.ts'
 import { authorizationFront } from './modules/payments/front.ts'
 import { startPayments } from './modules/payments/service.ts'
 import { startHoldExpiry } from './modules/holds/service.ts'
-import { eventsOpsRoutes, eventsRoutes } from './modules/events/routes.ts'
-import { webhooksRoutes } from './modules/webhooks/routes.ts'
+import { createEventsModule } from './modules/events/index.ts'
+import { createWebhooksModule, type WebhooksModule } from './modules/webhooks/index.ts'
 import { createEarningModule } from './modules/earning/index.ts'
 import { createVaultsModule } from './modules/vaults/index.ts'
-import { startWebhookDelivery } from './modules/webhooks/worker.ts'
 import { quotesRoutes } from './modules/quotes/routes.ts'
 import { createOperatorModule } from './modules/operator/module.ts'
 import { createOrgsModule } from './modules/orgs/index.ts'
@@ -46,7 +45,10 @@ export async function buildApp(runtime: Runtime) {
   const statements = createStatementsModule({ db: runtime.db, ledger: runtime.ledger, clock: runtime.clock, access, config: runtime.config })
   runtime.stoppers.unshift(() => statements.stop())
   const { db, ledger, clock, screening } = runtime
+  // Organizations, webhooks and the event log; the webhook worker starts in createApp.
   const orgs = createOrgsModule({ db, keys: runtime.keys, clock, idempotency })
+  const webhooks = createWebhooksModule({ db, database: runtime.database, clock, access, config: runtime.config })
+  const events = createEventsModule({ db, clock, access, kickDelivery: webhooks.kickDelivery })
   // Money out: the allowlist names the destinations, the organization sets the approval threshold,
   // the chain adapter sends. Money in: deposits record the arrivals the chain (simulator) reports.
   const allowlist = createAllowlistModule({ db, ledger, clock, screening, access })
@@ -117,9 +119,9 @@ export async function buildApp(runtime: Runtime) {
     .use(allowlist.routes)
     .use(withdrawals.routes)
     .use(withdrawals.opsRoutes(operator.service))
-    .use(webhooksRoutes(runtime, access))
-    .use(eventsRoutes(runtime, access))
-    .use(eventsOpsRoutes(runtime))
+    .use(webhooks.routes)
+    .use(events.routes)
+    .use(events.opsRoutes)
     .use(statements.routes)
     .use(statements.opsRoutes)
     .use(statements.publicRoutes)
@@ -143,7 +145,7 @@ export async function buildApp(runtime: Runtime) {
   runtime.stoppers.push(() => chain.stop())
   deposits.start()
   runtime.stoppers.push(() => deposits.stop())
-  return { app, handle: front.handle, statements, sbt, earning, deposits, withdrawals }
+  return { app, handle: front.handle, statements, sbt, earning, deposits, withdrawals, webhooks }
 }
 
 export type App = Awaited<ReturnType<typeof buildApp>>['app']
@@ -162,6 +164,8 @@ export interface Kassa {
   deposits: DepositsModule
   /** Withdrawals: outcomes and broadcast passes, as tests drive them. */
   withdrawals: WithdrawalsModule
+  /** Webhooks: `webhooks.delivery?.worker.runOnce()` is the delivery pass tests drive. */
+  webhooks: WebhooksModule
   /**
    * One request through the app as a listening server answers it, the load shedder in front
    * included (`app.handle` alone starts at Elysia's router, behind the shedder).
@@ -175,10 +179,11 @@ export async function createApp(config: Config, options: RuntimeOptions = {}): P
   const runtime = await createRuntime(config, options)
   // Payments own some holds; they must be known before the hold sweeper starts.
   await startPayments(runtime)
-  const { app, handle, statements, sbt, earning, deposits, withdrawals } = await buildApp(runtime)
+  const { app, handle, statements, sbt, earning, deposits, withdrawals, webhooks } = await buildApp(runtime)
   await statements.start()
   // Delivery runs beside the request path and never inside it: requests only write events.
-  await startWebhookDelivery(runtime)
+  await webhooks.start()
+  runtime.stoppers.push(() => webhooks.stop())
   return {
     app,
     sbt,
@@ -187,6 +192,7 @@ export async function createApp(config: Config, options: RuntimeOptions = {}): P
     earning,
     deposits,
     withdrawals,
+    webhooks,
     handle: async (request) => handle(request),
     async close() {
       if (app.server) await app.stop()
