@@ -1,7 +1,7 @@
 import { Elysia } from 'elysia'
 import type { Config } from './config.ts'
 import { ledgerOpsRoutes } from './modules/ledger-ops/routes.ts'
-import { accountsRoutes } from './modules/accounts/routes.ts'
+import { createAccountsModule } from './modules/accounts/index.ts'
 import { createAllowlistModule } from './modules/allowlist/index.ts'
 import { assetsRoutes } from './modules/assets/routes.ts'
 import { createChainModule } from './modules/chain/index.ts'
@@ -19,7 +19,7 @@ import { createVaultsModule } from './modules/vaults/index.ts'
 import { quotesRoutes } from './modules/quotes/routes.ts'
 import { createOperatorModule } from './modules/operator/module.ts'
 import { createOrgsModule } from './modules/orgs/index.ts'
-import { sandboxRoutes } from './modules/sandbox/routes.ts'
+import { createSandboxModule } from './modules/sandbox/index.ts'
 import { createStatementsModule, type StatementsModule } from './modules/statements/index.ts'
 import { transfersRoutes } from './modules/transfers/routes.ts'
 import { createSbtModule } from './modules/sbt/index.ts'
@@ -45,8 +45,9 @@ export async function buildApp(runtime: Runtime) {
   const statements = createStatementsModule({ db: runtime.db, ledger: runtime.ledger, clock: runtime.clock, access, config: runtime.config })
   runtime.stoppers.unshift(() => statements.stop())
   const { db, ledger, clock, screening } = runtime
-  // Organizations, webhooks and the event log; the webhook worker starts in createApp.
+  // Organizations, accounts, webhooks and the event log; the webhook worker starts in createApp.
   const orgs = createOrgsModule({ db, keys: runtime.keys, clock, idempotency })
+  const accounts = createAccountsModule({ db, ledger, clock, access })
   const webhooks = createWebhooksModule({ db, database: runtime.database, clock, access, config: runtime.config })
   const events = createEventsModule({ db, clock, access, kickDelivery: webhooks.kickDelivery })
   // Money out: the allowlist names the destinations, the organization sets the approval threshold,
@@ -106,7 +107,7 @@ export async function buildApp(runtime: Runtime) {
     .get('/health', () => ({ status: 'ok', environment: runtime.config.serviceEnv }), { detail: { hide: true } })
     .use(orgs.opsRoutes)
     .use(assetsRoutes(access))
-    .use(accountsRoutes(runtime, access))
+    .use(accounts.routes)
     .use(ledgerOpsRoutes(runtime))
     .use(balancesRoutes(runtime, access, earning?.allocations))
     .use(holdsRoutes(runtime, access))
@@ -133,7 +134,8 @@ export async function buildApp(runtime: Runtime) {
     runtime.stoppers.push(() => earning.stop())
   }
   if (runtime.config.serviceEnv === 'sandbox') {
-    app = app.use(sandboxRoutes(runtime, access)).use(sandboxFundingRoutes(runtime, access)).use(chain.sandboxRoutes) as unknown as typeof app
+    const sandbox = createSandboxModule({ db, clock, access })
+    app = app.use(sandbox.routes).use(sandboxFundingRoutes(runtime, access)).use(chain.sandboxRoutes) as unknown as typeof app
   }
   startHoldExpiry(runtime)
   allowlist.start()
