@@ -1,6 +1,6 @@
 import { loadConfigOrExit } from './config.ts'
 import { closeRuntime, createDeliveryRuntime } from './runtime.ts'
-import { createWebhookDelivery } from './modules/webhooks/worker.ts'
+import { createWebhookDelivery } from './modules/webhooks/delivery.ts'
 
 /**
  * The webhook delivery process: the delivery worker alone, started by a listening server beside

@@ -3,7 +3,8 @@ import type { AccessPlugin } from '../../platform/access.ts'
 import type { Clock } from '../clock/clock.ts'
 import { webhooksRoutes } from './routes.ts'
 import type { WebhooksContext } from './service.ts'
-import { createWebhookDelivery, kickDelivery, type WorkerOptions } from './worker.ts'
+import { createWebhookDelivery, kickDelivery } from './delivery.ts'
+import type { WorkerOptions } from './worker.ts'
 
 export interface WebhooksModuleDeps {
   db: Database

@@ -1,12 +1,16 @@
+// The delivery worker is one class of about 400 lines: its passes, its claims, its attempts in
+// flight and its batched outcome writes share the same counters and slots (per endpoint, in all),
+// and split apart each piece would have to reach into the others' state.
+
 import { readFileSync } from 'node:fs'
 import https from 'node:https'
 import { sql } from 'drizzle-orm'
-import { notify, queryPrepared, queryRows, type Database, type DatabaseHandle } from '../../../db/client.ts'
+import { queryPrepared, queryRows, type Database } from '../../../db/client.ts'
 import type { Clock } from '../clock/clock.ts'
 import { VISIBLE_EVENT } from '../events/repo.ts'
 import { DELIVERY_ATTEMPTS_MAX, DELIVERY_TIMEOUT_MS, RETRY_DELAYS_SECONDS } from './model.ts'
 import { sendWebhook, type AttemptResult } from './sender.ts'
-import { urlPolicyOf, WEBHOOK_CHANNEL } from './service.ts'
+import { urlPolicyOf } from './service.ts'
 import { SIGNATURE_HEADER, signatureHeader } from './verify.ts'
 
 export interface WorkerOptions {
@@ -453,42 +457,3 @@ interface Outcome {
   error: string | null
   nextAttemptAt: Date | null
 }
-
-/** Said on `WEBHOOK_CHANNEL` for work due now (every other payload names a deleted endpoint). */
-const KICK_NOTICE = 'kick'
-
-/**
- * Work is due now (a resend): this process's worker, if one runs here, looks at once, and every
- * other instance's, the delivery process's among them, when the notice reaches it, rather than at
- * its next poll.
- */
-export async function kickDelivery(db: Database, local: DeliveryWorker | undefined): Promise<void> {
-  local?.kick()
-  await notify(db, WEBHOOK_CHANNEL, KICK_NOTICE)
-}
-
-export interface WebhookDeliveryDeps extends DeliveryWorkerDeps {
-  /** Where the worker hears of resends and deleted endpoints (`WEBHOOK_CHANNEL`). */
-  database: Pick<DatabaseHandle, 'listen'>
-  options?: WorkerOptions
-}
-
-/**
- * This process's delivery worker as a value: `start` listens for other instances' notices and
- * starts the worker's passes, `stop` ends them, and `worker.runOnce()` is the single pass tests
- * drive. A server runs one unless delivery is off or runs in the delivery process beside it
- * (`createWebhooksModule`); the delivery process (`server/delivery.ts`) runs one alone.
- */
-export function createWebhookDelivery(deps: WebhookDeliveryDeps) {
-  const worker = new DeliveryWorker(deps, deps.options ?? DEFAULT_WORKER_OPTIONS)
-  return {
-    worker,
-    async start(): Promise<void> {
-      await deps.database.listen(WEBHOOK_CHANNEL, (payload) => (payload === KICK_NOTICE ? worker.kick() : worker.abortEndpoint(payload)))
-      worker.start()
-    },
-    stop: () => worker.stop(),
-  }
-}
-
-export type WebhookDelivery = ReturnType<typeof createWebhookDelivery>
