@@ -19,8 +19,6 @@ import * as repo from './repo.ts'
 import { dispatchSoon } from './dispatch.ts'
 import { decimalsOf, eventData, outgoingTransfer, toWithdrawalView } from './views.ts'
 
-export { toWithdrawalView }
-
 const OPEN_STATES: readonly WithdrawalState[] = ['approved', 'submitted']
 
 /** Who approves or rejects. */
