@@ -1,34 +1,29 @@
 import { Elysia } from 'elysia'
 import type { Config } from './config.ts'
 import { ledgerOpsRoutes } from './modules/ledger-ops/routes.ts'
-import { accountsRoutes } from './modules/accounts/routes.ts'
-import { allowlistRoutes } from './modules/allowlist/routes.ts'
-import { startAllowlistActivation } from './modules/allowlist/service.ts'
+import { createAccountsModule } from './modules/accounts/index.ts'
+import { createAllowlistModule } from './modules/allowlist/index.ts'
 import { assetsRoutes } from './modules/assets/routes.ts'
-import { sandboxChainRoutes } from './modules/chain/routes.ts'
-import { startChain } from './modules/chain/service.ts'
-import { depositsRoutes, suspenseOpsRoutes } from './modules/deposits/routes.ts'
-import { startDeposits } from './modules/deposits/service.ts'
+import { createChainModule } from './modules/chain/index.ts'
+import { createDepositsModule, type DepositsModule } from './modules/deposits/index.ts'
 import { balancesRoutes, sandboxFundingRoutes } from './modules/balances/routes.ts'
 import { holdsRoutes } from './modules/holds/routes.ts'
 import { paymentsOpsRoutes, paymentsRoutes } from './modules/payments/routes.ts'
 import { authorizationFront } from './modules/payments/front.ts'
 import { startPayments } from './modules/payments/service.ts'
 import { startHoldExpiry } from './modules/holds/service.ts'
-import { eventsOpsRoutes, eventsRoutes } from './modules/events/routes.ts'
-import { webhooksRoutes } from './modules/webhooks/routes.ts'
+import { createEventsModule } from './modules/events/index.ts'
+import { createWebhooksModule, type WebhooksModule } from './modules/webhooks/index.ts'
 import { createEarningModule } from './modules/earning/index.ts'
 import { createVaultsModule } from './modules/vaults/index.ts'
-import { startWebhookDelivery } from './modules/webhooks/worker.ts'
 import { quotesRoutes } from './modules/quotes/routes.ts'
 import { createOperatorModule } from './modules/operator/module.ts'
-import { orgsOpsRoutes } from './modules/orgs/routes.ts'
-import { sandboxRoutes } from './modules/sandbox/routes.ts'
+import { createOrgsModule } from './modules/orgs/index.ts'
+import { createSandboxModule } from './modules/sandbox/index.ts'
 import { createStatementsModule, type StatementsModule } from './modules/statements/index.ts'
 import { transfersRoutes } from './modules/transfers/routes.ts'
-import { withdrawalsOpsRoutes, withdrawalsRoutes } from './modules/withdrawals/routes.ts'
 import { createSbtModule } from './modules/sbt/index.ts'
-import { startWithdrawals } from './modules/withdrawals/service.ts'
+import { createWithdrawalsModule, type WithdrawalsModule } from './modules/withdrawals/index.ts'
 import { accessPlugin, recordIdempotentFailure } from './platform/access.ts'
 import { arrivalPlugin } from './platform/arrival.ts'
 import { apiKeyAuthPlugin, operatorAuthPlugin } from './platform/auth.ts'
@@ -49,7 +44,28 @@ export async function buildApp(runtime: Runtime) {
   const access = accessPlugin(idempotency, { testExitAfterCommit: runtime.config.testExitAfterCommit })
   const statements = createStatementsModule({ db: runtime.db, ledger: runtime.ledger, clock: runtime.clock, access, config: runtime.config })
   runtime.stoppers.unshift(() => statements.stop())
-  const operator = createOperatorModule({ runtime, idempotency })
+  const { db, ledger, clock, screening } = runtime
+  // Organizations, accounts, webhooks and the event log; the webhook worker starts in createApp.
+  const orgs = createOrgsModule({ db, keys: runtime.keys, clock, idempotency })
+  const accounts = createAccountsModule({ db, ledger, clock, access })
+  const webhooks = createWebhooksModule({ db, database: runtime.database, clock, access, config: runtime.config })
+  const events = createEventsModule({ db, clock, access, kickDelivery: webhooks.kickDelivery })
+  // Money out: the allowlist names the destinations, the organization sets the approval threshold,
+  // the chain adapter sends. Money in: deposits record the arrivals the chain (simulator) reports.
+  const allowlist = createAllowlistModule({ db, ledger, clock, screening, access })
+  const withdrawals = createWithdrawalsModule({
+    db,
+    ledger,
+    clock,
+    chain: runtime.chain,
+    screening,
+    requireActiveEntry: allowlist.requireActiveEntry,
+    approvalThresholdMinor: orgs.approvalThresholdMinor,
+    access,
+  })
+  const deposits = createDepositsModule({ db, ledger, clock, addresses: runtime.addresses, access, idempotency })
+  const chain = createChainModule({ chain: runtime.chain, clock, access, arrivals: deposits.arrivals })
+  const operator = createOperatorModule({ db, clock, screening, operatorToken: runtime.operatorToken, idempotency, withdrawals: withdrawals.operatorActions })
   // Operator writes outside the operator module (vaults, cycles) keep their keys in the same space.
   const opsIdempotency = operatorIdempotency(idempotency, operator.service.tokenFingerprint)
   // ...and are recorded in the operator audit trail with their changes.
@@ -89,9 +105,9 @@ export async function buildApp(runtime: Runtime) {
     .use(requestShapePlugin())
     .use(openapiPlugin())
     .get('/health', () => ({ status: 'ok', environment: runtime.config.serviceEnv }), { detail: { hide: true } })
-    .use(orgsOpsRoutes(runtime, idempotency))
+    .use(orgs.opsRoutes)
     .use(assetsRoutes(access))
-    .use(accountsRoutes(runtime, access))
+    .use(accounts.routes)
     .use(ledgerOpsRoutes(runtime))
     .use(balancesRoutes(runtime, access, earning?.allocations))
     .use(holdsRoutes(runtime, access))
@@ -99,14 +115,14 @@ export async function buildApp(runtime: Runtime) {
     .use(quotesRoutes(runtime, access, earning?.quoteInstantRedeem))
     .use(paymentsRoutes(runtime, access, idempotency))
     .use(paymentsOpsRoutes(runtime))
-    .use(depositsRoutes(runtime, access))
-    .use(suspenseOpsRoutes(runtime, idempotency))
-    .use(allowlistRoutes(runtime, access))
-    .use(withdrawalsRoutes(runtime, access))
-    .use(withdrawalsOpsRoutes(runtime, operator.service))
-    .use(webhooksRoutes(runtime, access))
-    .use(eventsRoutes(runtime, access))
-    .use(eventsOpsRoutes(runtime))
+    .use(deposits.routes)
+    .use(deposits.opsRoutes)
+    .use(allowlist.routes)
+    .use(withdrawals.routes)
+    .use(withdrawals.opsRoutes(operator.service))
+    .use(webhooks.routes)
+    .use(events.routes)
+    .use(events.opsRoutes)
     .use(statements.routes)
     .use(statements.opsRoutes)
     .use(statements.publicRoutes)
@@ -118,15 +134,20 @@ export async function buildApp(runtime: Runtime) {
     runtime.stoppers.push(() => earning.stop())
   }
   if (runtime.config.serviceEnv === 'sandbox') {
-    app = app.use(sandboxRoutes(runtime, access)).use(sandboxFundingRoutes(runtime, access)).use(sandboxChainRoutes(runtime, access)) as unknown as typeof app
+    const sandbox = createSandboxModule({ db, clock, access })
+    app = app.use(sandbox.routes).use(sandboxFundingRoutes(runtime, access)).use(chain.sandboxRoutes) as unknown as typeof app
   }
   startHoldExpiry(runtime)
-  startAllowlistActivation(runtime)
+  allowlist.start()
+  runtime.stoppers.push(() => allowlist.stop())
   // The outcome listener is registered before the chain starts delivering outcomes.
-  startWithdrawals(runtime)
-  startChain(runtime)
-  startDeposits(runtime)
-  return { app, handle: front.handle, statements, sbt, earning }
+  withdrawals.start()
+  runtime.stoppers.push(() => withdrawals.stop())
+  chain.start()
+  runtime.stoppers.push(() => chain.stop())
+  deposits.start()
+  runtime.stoppers.push(() => deposits.stop())
+  return { app, handle: front.handle, statements, sbt, earning, deposits, withdrawals, webhooks }
 }
 
 export type App = Awaited<ReturnType<typeof buildApp>>['app']
@@ -141,6 +162,12 @@ export interface Kassa {
   statements: StatementsModule
   /** Earning's services and its worker step (undefined when earning is off). */
   earning: EarningModule | undefined
+  /** Deposits: the sweep's steps and the suspense actions, as tests drive them. */
+  deposits: DepositsModule
+  /** Withdrawals: outcomes and broadcast passes, as tests drive them. */
+  withdrawals: WithdrawalsModule
+  /** Webhooks: `webhooks.delivery?.worker.runOnce()` is the delivery pass tests drive. */
+  webhooks: WebhooksModule
   /**
    * One request through the app as a listening server answers it, the load shedder in front
    * included (`app.handle` alone starts at Elysia's router, behind the shedder).
@@ -154,16 +181,20 @@ export async function createApp(config: Config, options: RuntimeOptions = {}): P
   const runtime = await createRuntime(config, options)
   // Payments own some holds; they must be known before the hold sweeper starts.
   await startPayments(runtime)
-  const { app, handle, statements, sbt, earning } = await buildApp(runtime)
+  const { app, handle, statements, sbt, earning, deposits, withdrawals, webhooks } = await buildApp(runtime)
   await statements.start()
   // Delivery runs beside the request path and never inside it: requests only write events.
-  await startWebhookDelivery(runtime)
+  await webhooks.start()
+  runtime.stoppers.push(() => webhooks.stop())
   return {
     app,
     sbt,
     runtime,
     statements,
     earning,
+    deposits,
+    withdrawals,
+    webhooks,
     handle: async (request) => handle(request),
     async close() {
       if (app.server) await app.stop()

@@ -1,6 +1,6 @@
 import { loadConfigOrExit } from './config.ts'
 import { closeRuntime, createDeliveryRuntime } from './runtime.ts'
-import { runDeliveryWorker } from './modules/webhooks/worker.ts'
+import { createWebhookDelivery } from './modules/webhooks/delivery.ts'
 
 /**
  * The webhook delivery process: the delivery worker alone, started by a listening server beside
@@ -21,7 +21,9 @@ if (config.databaseUrl === undefined) {
 }
 
 const runtime = await createDeliveryRuntime(config)
-await runDeliveryWorker(runtime)
+const delivery = createWebhookDelivery({ db: runtime.db, database: runtime.database, clock: runtime.clock, config })
+await delivery.start()
+runtime.stoppers.push(() => delivery.stop())
 console.log(`kassa delivery: webhook delivery worker running (pid ${process.pid})`)
 
 let stopping: Promise<void> | undefined

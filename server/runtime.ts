@@ -53,9 +53,8 @@ export interface Runtime {
 }
 
 /**
- * What the webhook delivery worker needs of a process: its database, the organizations' clocks and
- * the settings. A whole server's runtime is one; the delivery process (`server/delivery.ts`) builds
- * only this.
+ * What the delivery process (`server/delivery.ts`) runs on: its database, the organizations' clocks,
+ * the settings and its stops. Its worker takes these as `createWebhookDelivery`'s dependencies.
  */
 export type DeliveryRuntime = Pick<Runtime, 'config' | 'database' | 'db' | 'clock' | 'stoppers'>
 

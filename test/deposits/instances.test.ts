@@ -3,7 +3,6 @@ import { sql } from 'drizzle-orm'
 import { queryRows } from '../../db/client.ts'
 import { createApp, type Kassa } from '../../server/app.ts'
 import { configForTests } from '../../server/config.ts'
-import { assignSuspense, finalizeDueArrivals, returnSuspense } from '../../server/modules/deposits/service.ts'
 import { expectVerified, ledgerFixture, type LedgerFixture } from '../ledger/support.ts'
 import { startTestApp, type TestApp } from '../support/app.ts'
 import { txHash } from './support.ts'
@@ -75,7 +74,7 @@ test('two instances observing and finalizing the same arrival credit it once', a
   await movements('deposit_arrival', arrivalId)
   await app.kassa.runtime.ledger.load()
   await second.runtime.ledger.load()
-  const finalized = await Promise.all([finalizeDueArrivals(app.kassa.runtime), finalizeDueArrivals(second.runtime)])
+  const finalized = await Promise.all([app.kassa.deposits.finalizeDueArrivals(), second.deposits.finalizeDueArrivals()])
   expect(finalized[0] + finalized[1]).toBe(1)
   expect(await movements('deposit_final', arrivalId)).toBe(1)
   expect(await settledBalance(account)).toEqual({ available: '6000000', in_flight: '0' })
@@ -88,10 +87,10 @@ test('two instances resolving the same suspense arrival move its money once', as
   const arrival = (await fx.call('POST', '/v1/sandbox/chain/arrivals', body)).body
   expect(arrival.disposition).toBe('suspense')
   await moveClockQuietly(57)
-  await finalizeDueArrivals(app.kassa.runtime)
+  await app.kassa.deposits.finalizeDueArrivals()
   await app.kassa.runtime.ledger.drain()
   await second.runtime.ledger.load()
-  const outcomes = await Promise.allSettled([assignSuspense(app.kassa.runtime, arrival.id, { accountId: account }), returnSuspense(second.runtime, arrival.id, {})])
+  const outcomes = await Promise.allSettled([app.kassa.deposits.assignSuspense(arrival.id, { accountId: account }), second.deposits.returnSuspense(arrival.id, {})])
   expect(outcomes.filter((outcome) => outcome.status === 'fulfilled')).toHaveLength(1)
   const refused = outcomes.find((outcome) => outcome.status === 'rejected') as PromiseRejectedResult
   expect(refused.reason.code).toBe('conflict')

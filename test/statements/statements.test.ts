@@ -3,7 +3,6 @@ import { sql } from 'drizzle-orm'
 import { queryRows } from '../../db/client.ts'
 import { SYSTEM_ACCOUNTS } from '../../server/ledger/hot-balances.ts'
 import { newId } from '../../server/lib/ids.ts'
-import { deliveryWorkerOf } from '../../server/modules/webhooks/worker.ts'
 import { restartOnSameDatabase, startTestApp, type TestApp } from '../support/app.ts'
 import { verifyStatementChain } from '../../server/modules/statements/verify.ts'
 import { ManualWallClock, statementsFixture, type StatementsFixture } from './support.ts'
@@ -103,7 +102,7 @@ describe('sealing a business day', () => {
     })
     // The outbox fans them out to the endpoint subscribed to statement.* (this pass, or the
     // worker's own, whose cursor lock this one waits for).
-    await deliveryWorkerOf(app.kassa.runtime)!.fanOut()
+    await app.kassa.webhooks.delivery!.worker.fanOut()
     const deliveries = await queryRows<{ count: string }>(
       app.kassa.runtime.db,
       sql`select count(*) as count from webhook_deliveries d join events e on e.id = d.event_id where e.type = 'statement.sealed' and d.webhook_id = ${webhookId}`,

@@ -4,7 +4,7 @@ import Stripe from 'stripe'
 import { queryRows } from '../../db/client.ts'
 import { appendEvent } from '../../server/modules/events/writer.ts'
 import { verifyWebhook, WebhookVerificationError } from '../../server/modules/webhooks/verify.ts'
-import { DEFAULT_WORKER_OPTIONS, deliveryWorkerOf } from '../../server/modules/webhooks/worker.ts'
+import { DEFAULT_WORKER_OPTIONS } from '../../server/modules/webhooks/worker.ts'
 import { startTestApp, type TestApp, type TestOrg } from '../support/app.ts'
 import { eventually } from '../support/eventually.ts'
 import { makeCertificate, startReceiver, type Certificate, type Receiver, type Received } from './receivers.ts'
@@ -58,7 +58,7 @@ async function waitForDelivery(org: TestOrg, eventId: string, webhookId: string,
 }
 
 /** One whole pass of the app's delivery worker: whatever is due now has been attempted and recorded. */
-const deliverDue = () => deliveryWorkerOf(app.kassa.runtime)!.runOnce()
+const deliverDue = () => app.kassa.webhooks.delivery!.worker.runOnce()
 
 async function advance(org: TestOrg, seconds: number): Promise<void> {
   const response = await app.call('POST', '/v1/sandbox/clock/advance', { key: org.testKey, body: { seconds } })
@@ -168,7 +168,7 @@ describe('retries', () => {
     for (const [index, delay] of delays.entries()) {
       await waitForDelivery(org, first!.event.id, endpoint.id, (delivery) => delivery.attempts === index + 1 && delivery.status === 'retrying')
       // The attempt's outcome (and so its next time) is written after the receiver answered.
-      await deliveryWorkerOf(app.kassa.runtime)!.settled()
+      await app.kassa.webhooks.delivery!.worker.settled()
       // Just short of the delay, nothing is due yet.
       await advance(org, delay - 2)
       await deliverDue()

@@ -32,8 +32,9 @@ describe('attempt timeout', () => {
   test('an answer that takes longer than the timeout is a timeout, retried, and the retry delivers', async () => {
     // The first attempt on a worker with a short timeout; the retry on one with the default, so a
     // slow machine cannot time the retry out too.
-    const worker = new DeliveryWorker(app.kassa.runtime, { ...DEFAULT_WORKER_OPTIONS, attemptTimeoutMs: 300 })
-    const patient = new DeliveryWorker(app.kassa.runtime)
+    const deps = { db: app.kassa.runtime.db, clock: app.kassa.runtime.clock, config: app.kassa.runtime.config }
+    const worker = new DeliveryWorker(deps, { ...DEFAULT_WORKER_OPTIONS, attemptTimeoutMs: 300 })
+    const patient = new DeliveryWorker(deps)
     try {
       const org = await app.createOrg('Slow')
       let release: () => void = () => {}

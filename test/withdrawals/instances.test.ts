@@ -2,7 +2,6 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { sql } from 'drizzle-orm'
 import { queryRows } from '../../db/client.ts'
 import { createApp, type Kassa } from '../../server/app.ts'
-import { applyOutcome } from '../../server/modules/withdrawals/service.ts'
 import { expectVerified } from '../ledger/support.ts'
 import { startTestApp, type TestApp } from '../support/app.ts'
 import { SUI_DESTINATION, withdrawalFixture, type WithdrawalFixture } from './support.ts'
@@ -79,7 +78,7 @@ describe('two app instances on one database', () => {
     }
     // The second instance's memory predates this withdrawal's reservation.
     await second.runtime.ledger.load()
-    await Promise.all([applyOutcome(app.kassa.runtime, outcome), applyOutcome(second.runtime, outcome), applyOutcome(app.kassa.runtime, outcome), applyOutcome(second.runtime, outcome)])
+    await Promise.all([app.kassa.withdrawals.applyOutcome(outcome), second.withdrawals.applyOutcome(outcome), app.kassa.withdrawals.applyOutcome(outcome), second.withdrawals.applyOutcome(outcome)])
     expect((await fx.waitForState(created.body.id, 'confirmed')).chainEvidence).toEqual(outcome.evidence)
     expect(await movementsOf(created.body.id)).toEqual(['withdrawal_complete', 'withdrawal_reserve'])
     const [events] = await queryRows<{ count: string }>(

@@ -1,7 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { SYSTEM_ACCOUNTS } from '../../server/ledger/hot-balances.ts'
 import type { ScreeningRule } from '../../server/modules/screening/screening.ts'
-import { applyOutcome } from '../../server/modules/withdrawals/service.ts'
 import { expectVerified } from '../ledger/support.ts'
 import { startTestApp, type TestApp } from '../support/app.ts'
 import {
@@ -275,8 +274,8 @@ describe('withdrawal failure on chain', () => {
 
     // The outcome delivered again (after a restart, on another instance) changes nothing; nor does a contradicting one.
     const before = await withdrawalState(app)
-    await applyOutcome(app.kassa.runtime, { withdrawalId: created.body.id, orgId: fx.org.id, status: 'failed', reason: 'out of energy' })
-    await applyOutcome(app.kassa.runtime, {
+    await app.kassa.withdrawals.applyOutcome({ withdrawalId: created.body.id, orgId: fx.org.id, status: 'failed', reason: 'out of energy' })
+    await app.kassa.withdrawals.applyOutcome({
       withdrawalId: created.body.id,
       orgId: fx.org.id,
       status: 'completed',
@@ -299,7 +298,7 @@ describe('withdrawal failure on chain', () => {
       status: 'completed' as const,
       evidence: { txHash: submitted.txHash, network: 'tron' as const, block: '42', confirmations: 19, confirmedAt: new Date(WALL_MS).toISOString() },
     }
-    await Promise.all(Array.from({ length: 10 }, () => applyOutcome(app.kassa.runtime, outcome)))
+    await Promise.all(Array.from({ length: 10 }, () => app.kassa.withdrawals.applyOutcome(outcome)))
     const completed = await fx.waitForState(created.body.id, 'confirmed')
     expect(completed.chainEvidence).toEqual(outcome.evidence)
     expect(await fx.balance(holder, 'USDT')).toMatchObject({ total: '898.850000', available: '898.850000', inFlight: '0.000000' })

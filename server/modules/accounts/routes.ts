@@ -2,7 +2,6 @@ import { Elysia, t } from 'elysia'
 import { IdParams } from '../../lib/params.ts'
 import type { AccessPlugin } from '../../platform/access.ts'
 import { apiDoc } from '../../platform/openapi.ts'
-import type { Runtime } from '../../runtime.ts'
 import {
   Account,
   AccountList,
@@ -13,15 +12,15 @@ import {
   ListAccountsQuery,
 } from './model.ts'
 import * as service from './service.ts'
+import type { AccountsContext } from './service.ts'
 
-
-export function accountsRoutes(runtime: Runtime, access: AccessPlugin) {
+export function accountsRoutes(accounts: AccountsContext, access: AccessPlugin) {
   return new Elysia({ name: 'kassa/accounts', prefix: '/v1' })
     .use(access)
     .post(
       '/accounts',
       async ({ body, principal, set }) => {
-        const { account, created } = await service.mintAccount(runtime, principal.orgId, body)
+        const { account, created } = await service.mintAccount(accounts, principal.orgId, body)
         set.status = created ? 201 : 200
         return account
       },
@@ -34,7 +33,7 @@ export function accountsRoutes(runtime: Runtime, access: AccessPlugin) {
         }),
       },
     )
-    .get('/accounts', ({ query, principal }) => service.listAccounts(runtime, principal.orgId, query), {
+    .get('/accounts', ({ query, principal }) => service.listAccounts(accounts, principal.orgId, query), {
       access: 'secret',
       query: ListAccountsQuery,
       response: AccountList,
@@ -42,13 +41,13 @@ export function accountsRoutes(runtime: Runtime, access: AccessPlugin) {
         description: 'Ordered by creation. Pass the last id of a page as `after` for the next page.',
       }),
     })
-    .get('/accounts/:id', ({ params, principal }) => service.getAccount(runtime, principal.orgId, params.id), {
+    .get('/accounts/:id', ({ params, principal }) => service.getAccount(accounts, principal.orgId, params.id), {
       access: 'secret',
       params: IdParams,
       response: Account,
       detail: apiDoc('Read an account', 'Accounts'),
     })
-    .post('/accounts/:id/kyc', ({ params, body, principal }) => service.attachKyc(runtime, principal.orgId, params.id, body.attestation), {
+    .post('/accounts/:id/kyc', ({ params, body, principal }) => service.attachKyc(accounts, principal.orgId, params.id, body.attestation), {
       access: 'secret',
       params: IdParams,
       body: KycBody,
@@ -62,7 +61,7 @@ export function accountsRoutes(runtime: Runtime, access: AccessPlugin) {
       '/attestation-keys',
       async ({ body, principal, set }) => {
         set.status = 201
-        return service.registerAttestationKey(runtime, principal.orgId, body.publicKey)
+        return service.registerAttestationKey(accounts, principal.orgId, body.publicKey)
       },
       {
         access: 'secret',
@@ -71,12 +70,12 @@ export function accountsRoutes(runtime: Runtime, access: AccessPlugin) {
         detail: apiDoc('Register an Ed25519 attestation key', 'KYC'),
       },
     )
-    .get('/attestation-keys', async ({ principal }) => ({ attestationKeys: await service.listAttestationKeys(runtime, principal.orgId) }), {
+    .get('/attestation-keys', async ({ principal }) => ({ attestationKeys: await service.listAttestationKeys(accounts, principal.orgId) }), {
       access: 'secret',
       response: t.Object({ attestationKeys: t.Array(AttestationKey) }),
       detail: apiDoc('List attestation keys', 'KYC'),
     })
-    .delete('/attestation-keys/:id', ({ params, principal }) => service.revokeAttestationKey(runtime, principal.orgId, params.id), {
+    .delete('/attestation-keys/:id', ({ params, principal }) => service.revokeAttestationKey(accounts, principal.orgId, params.id), {
       access: 'secret',
       params: IdParams,
       response: AttestationKey,

@@ -2,10 +2,20 @@ import { errors as joseErrors, decodeProtectedHeader, importJWK, jwtVerify } fro
 import { ApiError, notFound } from '../../lib/errors.ts'
 import { newId } from '../../lib/ids.ts'
 import { onePage, pageLimit } from '../../lib/pagination.ts'
-import type { Runtime } from '../../runtime.ts'
+import type { Database } from '../../../db/client.ts'
+import type { Ledger } from '../../ledger/ledger.ts'
+import type { Clock } from '../clock/clock.ts'
 import { appendEvent } from '../events/writer.ts'
 import type { AccountView, AttestationKeyView, CreateAccountInput } from './model.ts'
 import * as repo from './repo.ts'
+
+/** What the accounts services work with. */
+export interface AccountsContext {
+  db: Database
+  /** A new account is registered with the hot balances at once. */
+  ledger: Ledger
+  clock: Clock
+}
 
 const ATTESTATION_FIELD = 'attestation'
 /** An attestation may not claim to be valid for longer than this. */
@@ -31,9 +41,9 @@ export function toAccountView(row: repo.AccountRow): AccountView {
   }
 }
 
-export async function requireAccount(runtime: Runtime, orgId: string, accountId: string): Promise<repo.AccountRow> {
+export async function requireAccount(context: AccountsContext, orgId: string, accountId: string): Promise<repo.AccountRow> {
   // Another organization's account answers exactly like a missing one.
-  const row = await repo.findAccount(runtime.db, orgId, accountId)
+  const row = await repo.findAccount(context.db, orgId, accountId)
   if (!row) throw notFound('account')
   return row
 }
@@ -42,19 +52,19 @@ export async function requireAccount(runtime: Runtime, orgId: string, accountId:
  * Mints an account for `externalId`, or answers the one that exists (`created: false`). The
  * `account.created` event is written in the same transaction as the account.
  */
-export async function mintAccount(runtime: Runtime, orgId: string, input: CreateAccountInput): Promise<{ account: AccountView; created: boolean }> {
-  const existing = await repo.findAccountByExternalId(runtime.db, orgId, input.externalId)
+export async function mintAccount(context: AccountsContext, orgId: string, input: CreateAccountInput): Promise<{ account: AccountView; created: boolean }> {
+  const existing = await repo.findAccountByExternalId(context.db, orgId, input.externalId)
   if (existing) {
     // Minting again with an attestation is how a partner records KYC it finished later: the
     // attestation is verified and attached exactly as POST /v1/accounts/{id}/kyc would.
     if (input.kycAttestation === undefined) return { account: toAccountView(existing), created: false }
-    const kyc = await verifyAttestation(runtime, orgId, input.kycAttestation, [existing.id, existing.externalId], 'kycAttestation')
-    const updated = await repo.updateAccount(runtime.db, orgId, existing.id, kyc)
+    const kyc = await verifyAttestation(context, orgId, input.kycAttestation, [existing.id, existing.externalId], 'kycAttestation')
+    const updated = await repo.updateAccount(context.db, orgId, existing.id, kyc)
     return { account: toAccountView(updated!), created: false }
   }
-  const now = runtime.clock.now(orgId)
-  const kyc = input.kycAttestation === undefined ? undefined : await verifyAttestation(runtime, orgId, input.kycAttestation, [input.externalId], 'kycAttestation')
-  const inserted = await runtime.db.transaction(async (tx) => {
+  const now = context.clock.now(orgId)
+  const kyc = input.kycAttestation === undefined ? undefined : await verifyAttestation(context, orgId, input.kycAttestation, [input.externalId], 'kycAttestation')
+  const inserted = await context.db.transaction(async (tx) => {
     const row = await repo.insertAccountIfAbsent(tx, {
       id: newId('acct'),
       orgId,
@@ -76,26 +86,26 @@ export async function mintAccount(runtime: Runtime, orgId: string, input: Create
   })
   if (inserted) {
     // A new account has no balance rows: it is resident at once, with nothing to read on first use.
-    runtime.ledger.accounts.registerNew({ id: inserted.id, orgId: inserted.orgId, externalId: inserted.externalId, status: inserted.status })
+    context.ledger.accounts.registerNew({ id: inserted.id, orgId: inserted.orgId, externalId: inserted.externalId, status: inserted.status })
     return { account: toAccountView(inserted), created: true }
   }
   // A concurrent mint of the same externalId won the race; answer its account.
-  const winner = await repo.findAccountByExternalId(runtime.db, orgId, input.externalId)
+  const winner = await repo.findAccountByExternalId(context.db, orgId, input.externalId)
   if (!winner) throw new Error('account insert conflicted but no account exists')
   return { account: toAccountView(winner), created: false }
 }
 
-export async function getAccount(runtime: Runtime, orgId: string, accountId: string): Promise<AccountView> {
-  return toAccountView(await requireAccount(runtime, orgId, accountId))
+export async function getAccount(context: AccountsContext, orgId: string, accountId: string): Promise<AccountView> {
+  return toAccountView(await requireAccount(context, orgId, accountId))
 }
 
 export async function listAccounts(
-  runtime: Runtime,
+  context: AccountsContext,
   orgId: string,
   query: { externalId?: string; after?: string; limit?: number },
 ): Promise<{ accounts: AccountView[]; hasMore: boolean }> {
   const limit = pageLimit(query.limit)
-  const rows = await repo.listAccounts(runtime.db, orgId, { externalId: query.externalId, after: query.after, limit: limit + 1 })
+  const rows = await repo.listAccounts(context.db, orgId, { externalId: query.externalId, after: query.after, limit: limit + 1 })
   const page = onePage(rows, limit, toAccountView)
   return { accounts: page.items, hasMore: page.hasMore }
 }
@@ -117,7 +127,7 @@ function attestationError(message: string, field: string): ApiError {
  * clock decides expiry.
  */
 async function verifyAttestation(
-  runtime: Runtime,
+  context: AccountsContext,
   orgId: string,
   attestation: string,
   subjects: string[],
@@ -130,10 +140,10 @@ async function verifyAttestation(
     throw attestationError('The attestation is not a compact JWS', field)
   }
   if (header.alg !== 'EdDSA' && header.alg !== 'Ed25519') throw attestationError('The attestation must be signed with EdDSA (Ed25519)', field)
-  const keys = await repo.listAttestationKeys(runtime.db, orgId, true)
+  const keys = await repo.listAttestationKeys(context.db, orgId, true)
   const candidates = header.kid === undefined ? keys : keys.filter((key) => key.id === header.kid)
   if (candidates.length === 0) throw attestationError('No active attestation key of this organization matches the attestation', field)
-  const now = runtime.clock.now(orgId)
+  const now = context.clock.now(orgId)
   for (const key of candidates) {
     const publicKey = await importJWK(key.publicKeyJwk, 'EdDSA')
     let payload: Awaited<ReturnType<typeof jwtVerify>>['payload']
@@ -157,10 +167,10 @@ async function verifyAttestation(
   throw attestationError('The attestation signature does not verify', field)
 }
 
-export async function attachKyc(runtime: Runtime, orgId: string, accountId: string, attestation: string): Promise<AccountView> {
-  const account = await requireAccount(runtime, orgId, accountId)
-  const kyc = await verifyAttestation(runtime, orgId, attestation, [account.id, account.externalId], ATTESTATION_FIELD)
-  const updated = await repo.updateAccount(runtime.db, orgId, accountId, kyc)
+export async function attachKyc(context: AccountsContext, orgId: string, accountId: string, attestation: string): Promise<AccountView> {
+  const account = await requireAccount(context, orgId, accountId)
+  const kyc = await verifyAttestation(context, orgId, attestation, [account.id, account.externalId], ATTESTATION_FIELD)
+  const updated = await repo.updateAccount(context.db, orgId, accountId, kyc)
   return toAccountView(updated!)
 }
 
@@ -169,7 +179,7 @@ function toAttestationKeyView(row: repo.AttestationKeyRow): AttestationKeyView {
 }
 
 export async function registerAttestationKey(
-  runtime: Runtime,
+  context: AccountsContext,
   orgId: string,
   publicKey: { kty: 'OKP'; crv: 'Ed25519'; x: string },
 ): Promise<AttestationKeyView> {
@@ -178,16 +188,16 @@ export async function registerAttestationKey(
   } catch {
     throw new ApiError('invalid_request', 'Not a usable Ed25519 public key', { field: 'publicKey.x' })
   }
-  const row = await repo.insertAttestationKey(runtime.db, { id: newId('atk'), orgId, publicKeyJwk: publicKey, createdAt: runtime.clock.now(orgId) })
+  const row = await repo.insertAttestationKey(context.db, { id: newId('atk'), orgId, publicKeyJwk: publicKey, createdAt: context.clock.now(orgId) })
   return toAttestationKeyView(row)
 }
 
-export async function listAttestationKeys(runtime: Runtime, orgId: string): Promise<AttestationKeyView[]> {
-  return (await repo.listAttestationKeys(runtime.db, orgId, false)).map(toAttestationKeyView)
+export async function listAttestationKeys(context: AccountsContext, orgId: string): Promise<AttestationKeyView[]> {
+  return (await repo.listAttestationKeys(context.db, orgId, false)).map(toAttestationKeyView)
 }
 
-export async function revokeAttestationKey(runtime: Runtime, orgId: string, keyId: string): Promise<AttestationKeyView> {
-  const row = await repo.revokeAttestationKey(runtime.db, orgId, keyId, runtime.clock.now(orgId))
+export async function revokeAttestationKey(context: AccountsContext, orgId: string, keyId: string): Promise<AttestationKeyView> {
+  const row = await repo.revokeAttestationKey(context.db, orgId, keyId, context.clock.now(orgId))
   if (!row) throw notFound('attestation key')
   return toAttestationKeyView(row)
 }

@@ -2,20 +2,20 @@ import { Elysia } from 'elysia'
 import { IdParams } from '../../lib/params.ts'
 import type { AccessPlugin } from '../../platform/access.ts'
 import { apiDoc } from '../../platform/openapi.ts'
-import type { Runtime } from '../../runtime.ts'
 import { AllowlistEntry, AllowlistEntryList, CreateAllowlistEntryBody, ListAllowlistQuery } from './model.ts'
 import * as service from './service.ts'
+import type { AllowlistContext } from './service.ts'
 
 const RULES_DOC =
   'A withdrawal can only name an active entry of its own account. An entry is registered (in its timelock) for 24 h after registration on the organization\'s clock, then active (event treasury.allowlist.activated with id, accountId, address). Addresses are validated strictly per network (invalid_request naming address) and screened (screening_rejected, nothing stored; partner_unavailable when screening cannot decide).'
 
-export function allowlistRoutes(runtime: Runtime, access: AccessPlugin) {
+export function allowlistRoutes(allowlist: AllowlistContext, access: AccessPlugin) {
   return new Elysia({ name: 'kassa/allowlist', prefix: '/v1' })
     .use(access)
     .post(
       '/accounts/:id/allowlist',
       async ({ params, body, principal, set }) => {
-        const { entry, created } = await service.registerEntry(runtime, principal.orgId, params.id, body)
+        const { entry, created } = await service.registerEntry(allowlist, principal.orgId, params.id, body)
         set.status = created ? 201 : 200
         return entry
       },
@@ -29,20 +29,20 @@ export function allowlistRoutes(runtime: Runtime, access: AccessPlugin) {
         }),
       },
     )
-    .get('/accounts/:id/allowlist', ({ params, query, principal }) => service.listEntries(runtime, principal.orgId, params.id, query), {
+    .get('/accounts/:id/allowlist', ({ params, query, principal }) => service.listEntries(allowlist, principal.orgId, params.id, query), {
       access: 'secret',
       params: IdParams,
       query: ListAllowlistQuery,
       response: AllowlistEntryList,
       detail: apiDoc("List an account's allowlist", 'Allowlist', { description: 'Removed entries included. Ordered by creation; pass the last id of a page as after for the next.' }),
     })
-    .get('/allowlist/:id', ({ params, principal }) => service.getEntry(runtime, principal.orgId, params.id), {
+    .get('/allowlist/:id', ({ params, principal }) => service.getEntry(allowlist, principal.orgId, params.id), {
       access: 'secret',
       params: IdParams,
       response: AllowlistEntry,
       detail: apiDoc('Read an allowlist entry', 'Allowlist', { description: RULES_DOC }),
     })
-    .delete('/allowlist/:id', ({ params, principal }) => service.removeEntry(runtime, principal.orgId, params.id), {
+    .delete('/allowlist/:id', ({ params, principal }) => service.removeEntry(allowlist, principal.orgId, params.id), {
       access: 'secret',
       params: IdParams,
       response: AllowlistEntry,

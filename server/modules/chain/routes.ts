@@ -3,12 +3,9 @@ import { ApiError } from '../../lib/errors.ts'
 import { formatAmount } from '../../lib/money.ts'
 import type { AccessPlugin } from '../../platform/access.ts'
 import { apiDoc } from '../../platform/openapi.ts'
-import type { Runtime } from '../../runtime.ts'
 import { findAsset } from '../../lib/assets.ts'
-import { ArrivalBody, ChainArrival } from '../deposits/model.ts'
-import { getArrival, observeArrival } from '../deposits/service.ts'
+import { ArrivalBody, ChainArrival, type ArrivalInput, type ChainArrivalView } from '../deposits/model.ts'
 import { requireTestKey } from '../sandbox/routes.ts'
-import { sandboxChainOf } from './service.ts'
 import type { ChainWithdrawalRecord, SandboxChain } from './simulator.ts'
 
 const WithdrawalParams = t.Object({ withdrawalId: t.String({ maxLength: 64 }) })
@@ -50,21 +47,32 @@ function toChainWithdrawalView(row: ChainWithdrawalRecord) {
   }
 }
 
-function requireSimulator(runtime: Runtime): SandboxChain {
-  const simulator = sandboxChainOf(runtime)
+/** What the simulator's arrival routes call: the deposits module records and reads arrivals. */
+export interface ArrivalsReporter {
+  observe(orgId: string, input: ArrivalInput): Promise<{ arrival: ChainArrivalView; created: boolean }>
+  get(orgId: string | undefined, id: string): Promise<ChainArrivalView>
+}
+
+interface SandboxChainRoutesDeps {
+  /** Undefined where another adapter runs: its withdrawal routes answer not_found. */
+  simulator: SandboxChain | undefined
+  arrivals: ArrivalsReporter
+}
+
+function requireSimulator(simulator: SandboxChain | undefined): SandboxChain {
   if (!simulator) throw new ApiError('not_found', 'This server does not run the sandbox chain')
   return simulator
 }
 
 /** The sandbox chain simulator, driven by test keys. Registered only in sandbox, so production answers 404. */
-export function sandboxChainRoutes(runtime: Runtime, access: AccessPlugin) {
+export function sandboxChainRoutes({ simulator, arrivals }: SandboxChainRoutesDeps, access: AccessPlugin) {
   return new Elysia({ name: 'kassa/sandbox-chain', prefix: '/v1/sandbox/chain' })
     .use(access)
     .post(
       '/arrivals',
       async ({ body, principal, set }) => {
         requireTestKey(principal)
-        const { arrival, created } = await observeArrival(runtime, principal.orgId, body)
+        const { arrival, created } = await arrivals.observe(principal.orgId, body)
         set.status = created ? 201 : 200
         return arrival
       },
@@ -84,7 +92,7 @@ export function sandboxChainRoutes(runtime: Runtime, access: AccessPlugin) {
       '/arrivals/:id',
       ({ params, principal }) => {
         requireTestKey(principal)
-        return getArrival(runtime, principal.orgId, params.id)
+        return arrivals.get(principal.orgId, params.id)
       },
       { access: 'secret', params: ArrivalParams, response: ChainArrival, detail: apiDoc('Read a simulated arrival', 'Sandbox', { description: 'Test keys only.' }) },
     )
@@ -92,7 +100,7 @@ export function sandboxChainRoutes(runtime: Runtime, access: AccessPlugin) {
       '/withdrawals/:withdrawalId',
       async ({ params, principal }) => {
         requireTestKey(principal)
-        const row = await requireSimulator(runtime).findWithdrawal(principal.orgId, params.withdrawalId)
+        const row = await requireSimulator(simulator).findWithdrawal(principal.orgId, params.withdrawalId)
         if (!row) throw new ApiError('not_found', 'No such withdrawal on the sandbox chain (it is sent after approval)')
         return toChainWithdrawalView(row)
       },
@@ -107,7 +115,7 @@ export function sandboxChainRoutes(runtime: Runtime, access: AccessPlugin) {
       '/withdrawals/:withdrawalId/fail',
       async ({ params, body, principal }) => {
         requireTestKey(principal)
-        return toChainWithdrawalView(await requireSimulator(runtime).failWithdrawal(principal.orgId, params.withdrawalId, body.reason ?? 'failed on the sandbox chain'))
+        return toChainWithdrawalView(await requireSimulator(simulator).failWithdrawal(principal.orgId, params.withdrawalId, body.reason ?? 'failed on the sandbox chain'))
       },
       {
         access: 'secret',

@@ -3,7 +3,6 @@ import { IdParams } from '../../lib/params.ts'
 import type { AccessPlugin } from '../../platform/access.ts'
 import { OPERATOR_SCOPE, runWithAnswerInCommit, type IdempotencyStore } from '../../platform/idempotency.ts'
 import { apiDoc } from '../../platform/openapi.ts'
-import type { Runtime } from '../../runtime.ts'
 import {
   AddressParams,
   AssignSuspenseBody,
@@ -20,14 +19,17 @@ import {
   ReturnSuspenseBody,
   SuspenseList,
 } from './model.ts'
-import * as service from './service.ts'
+import { createDepositAddress, listDepositAddresses, retireDepositAddress } from './addresses.ts'
+import type { DepositsContext } from './context.ts'
+import { createDeposit, getDeposit, listDeposits } from './declared.ts'
+import { assignSuspense, getSuspense, listSuspense, returnSuspense } from './suspense.ts'
 
-export function depositsRoutes(runtime: Runtime, access: AccessPlugin) {
+export function depositsRoutes(deposits: DepositsContext, access: AccessPlugin) {
   return new Elysia({ name: 'kassa/deposits', prefix: '/v1' })
     .use(access)
     .post(
       '/deposits',
-      (context) => context.answerInCommit(context, 201, () => service.createDeposit(runtime, context.principal.orgId, context.body)),
+      (context) => context.answerInCommit(context, 201, () => createDeposit(deposits, context.principal.orgId, context.body)),
       {
         access: { level: 'secret', idempotency: 'commit' },
         body: CreateDepositBody,
@@ -41,7 +43,7 @@ export function depositsRoutes(runtime: Runtime, access: AccessPlugin) {
         }),
       },
     )
-    .get('/deposits', ({ query, principal }) => service.listDeposits(runtime, principal.orgId, query), {
+    .get('/deposits', ({ query, principal }) => listDeposits(deposits, principal.orgId, query), {
       access: 'secret',
       query: ListDepositsQuery,
       response: DepositList,
@@ -49,7 +51,7 @@ export function depositsRoutes(runtime: Runtime, access: AccessPlugin) {
         description: 'Declared deposits and those created by arrivals at deposit addresses or by operators assigning suspense arrivals. Ordered by creation; pass the last id as `after` for the next page.',
       }),
     })
-    .get('/deposits/:id', ({ params, principal }) => service.getDeposit(runtime, principal.orgId, params.id), {
+    .get('/deposits/:id', ({ params, principal }) => getDeposit(deposits, principal.orgId, params.id), {
       access: 'secret',
       params: IdParams,
       response: Deposit,
@@ -58,7 +60,7 @@ export function depositsRoutes(runtime: Runtime, access: AccessPlugin) {
     .post(
       '/accounts/:id/deposit-addresses',
       async ({ params, body, principal, set }) => {
-        const { address, created } = await service.createDepositAddress(runtime, principal.orgId, params.id, body)
+        const { address, created } = await createDepositAddress(deposits, principal.orgId, params.id, body)
         set.status = created ? 201 : 200
         return address
       },
@@ -74,7 +76,7 @@ export function depositsRoutes(runtime: Runtime, access: AccessPlugin) {
         }),
       },
     )
-    .get('/accounts/:id/deposit-addresses', ({ params, query, principal }) => service.listDepositAddresses(runtime, principal.orgId, params.id, query), {
+    .get('/accounts/:id/deposit-addresses', ({ params, query, principal }) => listDepositAddresses(deposits, principal.orgId, params.id, query), {
       access: 'secret',
       params: IdParams,
       query: ListQuery,
@@ -83,7 +85,7 @@ export function depositsRoutes(runtime: Runtime, access: AccessPlugin) {
     })
     .post(
       '/accounts/:id/deposit-addresses/:addressId/retire',
-      ({ params, principal }) => service.retireDepositAddress(runtime, principal.orgId, params.id, params.addressId),
+      ({ params, principal }) => retireDepositAddress(deposits, principal.orgId, params.id, params.addressId),
       {
         access: 'secret',
         params: AddressParams,
@@ -102,19 +104,19 @@ const opsDoc = (summary: string, description?: string) => apiDoc(summary, 'Opera
  * or return. Assigning and returning move money: their Idempotency-Key (in the operators' scope)
  * commits with the movement.
  */
-export function suspenseOpsRoutes(runtime: Runtime, idempotency: IdempotencyStore) {
+export function suspenseOpsRoutes(deposits: DepositsContext, idempotency: IdempotencyStore) {
   return new Elysia({ name: 'kassa/ops-suspense', prefix: '/ops/v1' })
-    .get('/suspense', ({ query }) => service.listSuspense(runtime, query), {
+    .get('/suspense', ({ query }) => listSuspense(deposits, query), {
       query: ListSuspenseQuery,
       response: SuspenseList,
       detail: opsDoc('List suspense arrivals', 'Arrivals that matched nothing (disposition suspense: waiting; assigned; returned), all organizations or one (orgId). A suspense arrival is credited to no account.'),
     })
-    .get('/suspense/:id', ({ params }) => service.getSuspense(runtime, params.id), {
+    .get('/suspense/:id', ({ params }) => getSuspense(deposits, params.id), {
       params: IdParams,
       response: ChainArrival,
       detail: opsDoc('Read a suspense arrival'),
     })
-    .post('/suspense/:id/assign', (context) => runWithAnswerInCommit(idempotency, { ...context, orgId: OPERATOR_SCOPE }, 200, () => service.assignSuspense(runtime, context.params.id, context.body)), {
+    .post('/suspense/:id/assign', (context) => runWithAnswerInCommit(idempotency, { ...context, orgId: OPERATOR_SCOPE }, 200, () => assignSuspense(deposits, context.params.id, context.body)), {
       params: IdParams,
       body: AssignSuspenseBody,
       response: ChainArrival,
@@ -123,7 +125,7 @@ export function suspenseOpsRoutes(runtime: Runtime, idempotency: IdempotencyStor
         "Once final, the amount moves from the organization's suspense account to the account's available balance as a completed deposit (source suspense_assignment), with funding.deposit.confirmed. conflict while confirming or once resolved. Honours Idempotency-Key (operators' scope), committed with the movement.",
       ),
     })
-    .post('/suspense/:id/return', (context) => runWithAnswerInCommit(idempotency, { ...context, orgId: OPERATOR_SCOPE }, 200, () => service.returnSuspense(runtime, context.params.id, context.body)), {
+    .post('/suspense/:id/return', (context) => runWithAnswerInCommit(idempotency, { ...context, orgId: OPERATOR_SCOPE }, 200, () => returnSuspense(deposits, context.params.id, context.body)), {
       params: IdParams,
       body: ReturnSuspenseBody,
       response: ChainArrival,

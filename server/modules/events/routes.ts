@@ -2,10 +2,10 @@ import { Elysia } from 'elysia'
 import { IdParams } from '../../lib/params.ts'
 import type { AccessPlugin } from '../../platform/access.ts'
 import { apiDoc } from '../../platform/openapi.ts'
-import type { Runtime } from '../../runtime.ts'
 import { RETRY_SCHEDULE_DOC } from '../webhooks/model.ts'
 import { Event, EventList, ListEventsQuery, ResendBody } from './model.ts'
 import * as service from './service.ts'
+import type { EventsContext } from './service.ts'
 
 const TAG = 'Events'
 const LOG_DOC =
@@ -13,16 +13,16 @@ const LOG_DOC =
   'The log is ordered by the database transaction that wrote each event and serves only events whose transaction has finished, so paging with after (the last id of a page) while events are being written never skips or repeats one; an event can appear a moment after its change committed. ' +
   'types filters by exact types (comma-separated, at most 20). limit is 1 to 200 (default 50); anything else is invalid_request naming limit. An after that is not an event of this log is invalid_request naming after.'
 
-export function eventsRoutes(runtime: Runtime, access: AccessPlugin) {
+export function eventsRoutes(events: EventsContext, access: AccessPlugin) {
   return new Elysia({ name: 'kassa/events', prefix: '/v1' })
     .use(access)
-    .get('/events', ({ query, principal }) => service.listEvents(runtime, principal.orgId, query), {
+    .get('/events', ({ query, principal }) => service.listEvents(events, principal.orgId, query), {
       access: 'secret',
       query: ListEventsQuery,
       response: EventList,
       detail: apiDoc('List events (the event log)', TAG, { description: `${LOG_DOC} ${RETRY_SCHEDULE_DOC}` }),
     })
-    .get('/events/:id', ({ params, principal }) => service.getEvent(runtime, principal.orgId, params.id), {
+    .get('/events/:id', ({ params, principal }) => service.getEvent(events, principal.orgId, params.id), {
       access: 'secret',
       params: IdParams,
       response: Event,
@@ -32,7 +32,7 @@ export function eventsRoutes(runtime: Runtime, access: AccessPlugin) {
       '/events/:id/resend',
       async ({ params, body, principal, set }) => {
         set.status = 202
-        return service.resendForOrganization(runtime, principal.orgId, params.id, body.webhookId)
+        return service.resendForOrganization(events, principal.orgId, params.id, body.webhookId)
       },
       {
         access: 'secret',
@@ -47,12 +47,12 @@ export function eventsRoutes(runtime: Runtime, access: AccessPlugin) {
     )
 }
 
-export function eventsOpsRoutes(runtime: Runtime) {
+export function eventsOpsRoutes(events: EventsContext) {
   return new Elysia({ name: 'kassa/ops-events', prefix: '/ops/v1' }).post(
     '/events/:id/resend',
     async ({ params, body, set }) => {
       set.status = 202
-      return service.resendForOperator(runtime, params.id, body.webhookId)
+      return service.resendForOperator(events, params.id, body.webhookId)
     },
     {
       params: IdParams,

@@ -1,10 +1,18 @@
 import { invalid, notFound } from '../../lib/errors.ts'
 import { onePage, pageLimit } from '../../lib/pagination.ts'
-import type { Runtime } from '../../runtime.ts'
+import type { Database } from '../../../db/client.ts'
+import type { Clock } from '../clock/clock.ts'
 import * as webhooksRepo from '../webhooks/repo.ts'
-import { kickDelivery } from '../webhooks/worker.ts'
 import { EVENT_TYPE_FILTER_MAX, EVENT_TYPE_PATTERN, type DeliveryView, type EventView, type ListEventsInput } from './model.ts'
 import * as repo from './repo.ts'
+
+/** What the event log services work with; `kickDelivery` is the webhooks module's. */
+export interface EventsContext {
+  db: Database
+  clock: Clock
+  /** Tells the delivery workers (this process's and the others') that a resend is due now. */
+  kickDelivery(): Promise<void>
+}
 
 function toDeliveryView(row: repo.DeliveryRecord): DeliveryView {
   return {
@@ -42,25 +50,25 @@ function parseTypes(raw: string | undefined): string[] | undefined {
  * events of finished transactions are served, in the order their transactions were assigned ids,
  * so paging with `after` while events are being written never skips or repeats one.
  */
-export async function listEvents(runtime: Runtime, orgId: string, query: ListEventsInput): Promise<{ events: EventView[]; hasMore: boolean }> {
+export async function listEvents(context: EventsContext, orgId: string, query: ListEventsInput): Promise<{ events: EventView[]; hasMore: boolean }> {
   const limit = pageLimit(query.limit)
   const types = parseTypes(query.types)
   let after: { txid: string; seq: string } | undefined
   if (query.after !== undefined) {
-    const cursor = await repo.findEventInLog(runtime.db, orgId, query.after)
+    const cursor = await repo.findEventInLog(context.db, orgId, query.after)
     if (!cursor) throw invalid('after', 'after must be the id of an event in this organization\'s log')
     after = { txid: cursor.txid, seq: cursor.seq }
   }
-  const rows = await repo.listEventsInLog(runtime.db, orgId, { after, types, limit: limit + 1 })
-  const deliveries = await repo.deliveriesOf(runtime.db, orgId, rows.slice(0, limit).map((row) => row.id))
+  const rows = await repo.listEventsInLog(context.db, orgId, { after, types, limit: limit + 1 })
+  const deliveries = await repo.deliveriesOf(context.db, orgId, rows.slice(0, limit).map((row) => row.id))
   const page = onePage(rows, limit, (row) => toEventView(row, deliveries))
   return { events: page.items, hasMore: page.hasMore }
 }
 
-export async function getEvent(runtime: Runtime, orgId: string, id: string): Promise<EventView> {
-  const row = await repo.findEventInLog(runtime.db, orgId, id)
+export async function getEvent(context: EventsContext, orgId: string, id: string): Promise<EventView> {
+  const row = await repo.findEventInLog(context.db, orgId, id)
   if (!row) throw notFound('event')
-  return toEventView(row, await repo.deliveriesOf(runtime.db, orgId, [row.id]))
+  return toEventView(row, await repo.deliveriesOf(context.db, orgId, [row.id]))
 }
 
 /**
@@ -68,25 +76,25 @@ export async function getEvent(runtime: Runtime, orgId: string, id: string): Pro
  * before (delivered, failed after the retry window, never matched). The endpoint must be live and
  * belong to an organization whose log holds the event.
  */
-async function resend(runtime: Runtime, event: repo.EventRecord, webhook: webhooksRepo.WebhookRecord): Promise<EventView> {
+async function resend(context: EventsContext, event: repo.EventRecord, webhook: webhooksRepo.WebhookRecord): Promise<EventView> {
   if (event.orgId !== null && event.orgId !== webhook.orgId) throw invalid('webhookId', "The endpoint's organization does not see this event")
-  await webhooksRepo.scheduleResend(runtime.db, { eventId: event.id, webhookId: webhook.id, orgId: webhook.orgId, dueAt: new Date(runtime.clock.wallNowMs()) })
-  await kickDelivery(runtime)
-  return toEventView(event, await repo.deliveriesOf(runtime.db, webhook.orgId, [event.id]))
+  await webhooksRepo.scheduleResend(context.db, { eventId: event.id, webhookId: webhook.id, orgId: webhook.orgId, dueAt: new Date(context.clock.wallNowMs()) })
+  await context.kickDelivery()
+  return toEventView(event, await repo.deliveriesOf(context.db, webhook.orgId, [event.id]))
 }
 
-export async function resendForOrganization(runtime: Runtime, orgId: string, eventId: string, webhookId: string): Promise<EventView> {
-  const event = await repo.findEventInLog(runtime.db, orgId, eventId)
+export async function resendForOrganization(context: EventsContext, orgId: string, eventId: string, webhookId: string): Promise<EventView> {
+  const event = await repo.findEventInLog(context.db, orgId, eventId)
   if (!event) throw notFound('event')
-  const webhook = await webhooksRepo.findLiveWebhook(runtime.db, orgId, webhookId)
+  const webhook = await webhooksRepo.findLiveWebhook(context.db, orgId, webhookId)
   if (!webhook) throw invalid('webhookId', 'webhookId must name a live webhook endpoint of this organization')
-  return resend(runtime, event, webhook)
+  return resend(context, event, webhook)
 }
 
-export async function resendForOperator(runtime: Runtime, eventId: string, webhookId: string): Promise<EventView> {
-  const event = await repo.findEventById(runtime.db, eventId)
+export async function resendForOperator(context: EventsContext, eventId: string, webhookId: string): Promise<EventView> {
+  const event = await repo.findEventById(context.db, eventId)
   if (!event) throw notFound('event')
-  const webhook = await webhooksRepo.findLiveWebhookAnyOrg(runtime.db, webhookId)
+  const webhook = await webhooksRepo.findLiveWebhookAnyOrg(context.db, webhookId)
   if (!webhook) throw invalid('webhookId', 'webhookId must name a live webhook endpoint')
-  return resend(runtime, event, webhook)
+  return resend(context, event, webhook)
 }

@@ -3,7 +3,7 @@ import { IdParams } from '../../lib/params.ts'
 import type { IdempotencyStore } from '../../platform/idempotency.ts'
 import { operatorIdempotency } from '../../platform/operator-idempotency.ts'
 import { apiDoc } from '../../platform/openapi.ts'
-import type { Runtime } from '../../runtime.ts'
+import type { Database } from '../../../db/client.ts'
 import { Withdrawal } from '../withdrawals/model.ts'
 import { ApprovalQueue, ApproveBody, OperatorActionList, OperatorActionsQuery, QueueQuery, RejectBody, StreamQuery, WithdrawalDetail } from './model.ts'
 import type { OperatorService } from './service.ts'
@@ -14,7 +14,7 @@ const AUDIT_DOC =
   'Recorded in the operator audit trail (GET /ops/v1/operator-actions) with the operator named and the fingerprint of the token used, and emitted as an operator.action event in the organization\'s log, in the same commit as the change; a refused action (which changes nothing) is recorded in the trail with its error code, without an event. ' +
   'Honours Idempotency-Key: the same key with the same body answers the first answer again (Idempotent-Replayed: true) and records nothing more.'
 
-export function operatorRoutes(runtime: Runtime, service: OperatorService, idempotency: IdempotencyStore) {
+export function operatorRoutes(db: Database, service: OperatorService, idempotency: IdempotencyStore) {
   return new Elysia({ name: 'kassa/ops-operator', prefix: '/ops/v1' })
     .use(operatorIdempotency(idempotency, service.tokenFingerprint))
     .get('/withdrawal-approvals', ({ query }) => service.approvalQueue(query.limit), {
@@ -53,7 +53,7 @@ export function operatorRoutes(runtime: Runtime, service: OperatorService, idemp
       response: OperatorActionList,
       detail: opsDoc('The operator audit trail', 'Every operator action, newest first: who (the operator named), when, what, on which target, from which token (fingerprint), and whether it succeeded. Filter by targetId; limit 1 to 200 (default 50).'),
     })
-    .get('/events/stream', ({ query, request }) => eventStream(runtime, query, request.headers.get('last-event-id') ?? undefined, request.signal), {
+    .get('/events/stream', ({ query, request }) => eventStream({ db }, query, request.headers.get('last-event-id') ?? undefined, request.signal), {
       query: StreamQuery,
       detail: opsDoc(
         'Follow the event log across organizations (Server-Sent Events)',

@@ -1,13 +1,15 @@
-import type { Executor } from '../../../db/client.ts'
+import type { Database, Executor } from '../../../db/client.ts'
 import { ApiError, notFound } from '../../lib/errors.ts'
 import { sha256Hex } from '../../lib/hash.ts'
 import { newId } from '../../lib/ids.ts'
 import { formatAmount } from '../../lib/money.ts'
 import { pageLimit } from '../../lib/pagination.ts'
-import type { Runtime } from '../../runtime.ts'
+import type { Clock } from '../clock/clock.ts'
+import type { Screening } from '../screening/screening.ts'
 import { requireAsset } from '../../lib/assets.ts'
 import { appendEvent } from '../events/writer.ts'
-import * as withdrawals from '../withdrawals/service.ts'
+import type { AlongsideWrite } from '../withdrawals/service.ts'
+import { toWithdrawalView } from '../withdrawals/views.ts'
 import type { WithdrawalView } from '../withdrawals/model.ts'
 import type { OperatorActionView, QueueItemView } from './model.ts'
 import * as repo from './repo.ts'
@@ -42,6 +44,23 @@ export interface ActionRequest {
   detail: Record<string, unknown>
 }
 
+/** What the withdrawals module lets an operator do, each with the audit record written alongside. */
+export interface WithdrawalActions {
+  approve(orgId: string, id: string, operator: string, alongside?: AlongsideWrite): Promise<WithdrawalView>
+  reject(orgId: string, id: string, operator: string, reason: string | undefined, alongside?: AlongsideWrite): Promise<WithdrawalView>
+}
+
+/** What the operator services work with. */
+export interface OperatorContext {
+  db: Database
+  clock: Clock
+  /** Screens each queued destination again. */
+  screening: Pick<Screening, 'screen'>
+  /** The one operator token of this server: its fingerprint names it in the audit trail. */
+  operatorToken: string
+  withdrawals: WithdrawalActions
+}
+
 export type OperatorService = ReturnType<typeof createOperatorService>
 
 /**
@@ -49,9 +68,9 @@ export type OperatorService = ReturnType<typeof createOperatorService>
  * name and the fingerprint of the token used: a change with its record and its `operator.action`
  * event in the same commit; a refusal (which changed nothing) with its record alone.
  */
-export function createOperatorService(runtime: Runtime) {
+export function createOperatorService(context: OperatorContext) {
   // One operator token per server: its fingerprint tells which token acted after a rotation.
-  const tokenFingerprint = sha256Hex(runtime.operatorToken).slice(0, 16)
+  const tokenFingerprint = sha256Hex(context.operatorToken).slice(0, 16)
 
   function actionRow(request: ActionRequest, outcome: 'succeeded' | 'refused', errorCode: string | null, now: Date): repo.OperatorActionRow {
     return { id: newId('opa'), tokenFingerprint, outcome, errorCode, createdAt: now, ...request }
@@ -64,22 +83,22 @@ export function createOperatorService(runtime: Runtime) {
   }
 
   /** Runs an action whose change records `request` alongside itself; a refusal is recorded on its own and thrown again. */
-  async function audited<T>(request: ActionRequest, run: (alongside: withdrawals.AlongsideWrite) => Promise<T>): Promise<T> {
+  async function audited<T>(request: ActionRequest, run: (alongside: AlongsideWrite) => Promise<T>): Promise<T> {
     try {
       return await run((tx, _changed, now) => record(tx, actionRow(request, 'succeeded', null, now)))
     } catch (error) {
       if (!(error instanceof ApiError)) throw error
-      const now = request.orgId === null ? new Date(runtime.clock.wallNowMs()) : runtime.clock.now(request.orgId)
+      const now = request.orgId === null ? new Date(context.clock.wallNowMs()) : context.clock.now(request.orgId)
       // A refusal changed nothing, so it is no event (an organization's log tells what happened to
       // its resources); the audit trail still shows the attempt.
-      await repo.insertAction(runtime.db, actionRow(request, 'refused', error.code, now))
+      await repo.insertAction(context.db, actionRow(request, 'refused', error.code, now))
       throw error
     }
   }
 
   async function screen(row: repo.WithdrawalRecord): Promise<Screened> {
     try {
-      await runtime.screening.screen({ orgId: row.orgId, accountId: row.accountId, network: row.network, address: row.address }, 'destination')
+      await context.screening.screen({ orgId: row.orgId, accountId: row.accountId, network: row.network, address: row.address }, 'destination')
       return { outcome: 'pass', reason: null }
     } catch (error) {
       if (!(error instanceof ApiError)) throw error
@@ -89,13 +108,13 @@ export function createOperatorService(runtime: Runtime) {
   }
 
   async function requireOrgOf(id: string): Promise<string> {
-    const found = await repo.findWithdrawalAnyOrg(runtime.db, id)
+    const found = await repo.findWithdrawalAnyOrg(context.db, id)
     if (!found) throw notFound('withdrawal')
     return found.withdrawal.orgId
   }
 
   async function orgOrNull(id: string): Promise<string | null> {
-    return (await repo.findWithdrawalAnyOrg(runtime.db, id))?.withdrawal.orgId ?? null
+    return (await repo.findWithdrawalAnyOrg(context.db, id))?.withdrawal.orgId ?? null
   }
 
   return {
@@ -104,7 +123,7 @@ export function createOperatorService(runtime: Runtime) {
     /** Withdrawals waiting for a second approval across organizations, newest first, each screened again. */
     async approvalQueue(limitAsked: number | undefined): Promise<{ withdrawals: QueueItemView[]; hasMore: boolean }> {
       const limit = pageLimit(limitAsked, { fallback: QUEUE_LIMIT_DEFAULT, max: 200 })
-      const rows = await repo.pendingApprovals(runtime.db, limit + 1)
+      const rows = await repo.pendingApprovals(context.db, limit + 1)
       const page = rows.slice(0, limit)
       const items = await Promise.all(
         page.map(async ({ withdrawal: row, orgName }) => ({
@@ -118,23 +137,23 @@ export function createOperatorService(runtime: Runtime) {
           destination: row.address,
           screening: await screen(row),
           createdAt: row.createdAt.toISOString(),
-          ageSeconds: Math.max(0, Math.floor((runtime.clock.now(row.orgId).getTime() - row.createdAt.getTime()) / 1000)),
+          ageSeconds: Math.max(0, Math.floor((context.clock.now(row.orgId).getTime() - row.createdAt.getTime()) / 1000)),
         })),
       )
       return { withdrawals: items, hasMore: rows.length > limit }
     },
 
     async withdrawalDetail(id: string) {
-      const found = await repo.findWithdrawalAnyOrg(runtime.db, id)
+      const found = await repo.findWithdrawalAnyOrg(context.db, id)
       if (!found) throw notFound('withdrawal')
       const row = found.withdrawal
       const decimals = requireAsset(row.asset, 'asset').decimals
-      const quote = await repo.findQuoteAnyOrg(runtime.db, row.orgId, row.quoteId)
-      const actions = await repo.listActions(runtime.db, { targetId: id, limit: 50 })
+      const quote = await repo.findQuoteAnyOrg(context.db, row.orgId, row.quoteId)
+      const actions = await repo.listActions(context.db, { targetId: id, limit: 50 })
       return {
         orgId: row.orgId,
         orgName: found.orgName,
-        withdrawal: withdrawals.toWithdrawalView(row),
+        withdrawal: toWithdrawalView(row),
         quote: quote
           ? {
               id: quote.id,
@@ -155,12 +174,12 @@ export function createOperatorService(runtime: Runtime) {
     /** Approves as the second approver; `orgId` given by the organization-scoped route, found from the id otherwise. */
     async approveWithdrawal(id: string, operator: string, orgId?: string): Promise<WithdrawalView> {
       const request: ActionRequest = { operator, action: 'withdrawal.approve', targetId: id, orgId: orgId ?? (await orgOrNull(id)), detail: {} }
-      return audited(request, async (alongside) => withdrawals.approveByOperator(runtime, orgId ?? (await requireOrgOf(id)), id, operator, alongside))
+      return audited(request, async (alongside) => context.withdrawals.approve(orgId ?? (await requireOrgOf(id)), id, operator, alongside))
     },
 
     async rejectWithdrawal(id: string, operator: string, reason: string | undefined, orgId?: string): Promise<WithdrawalView> {
       const request: ActionRequest = { operator, action: 'withdrawal.reject', targetId: id, orgId: orgId ?? (await orgOrNull(id)), detail: { reason: reason ?? null } }
-      return audited(request, async (alongside) => withdrawals.rejectByOperator(runtime, orgId ?? (await requireOrgOf(id)), id, operator, reason, alongside))
+      return audited(request, async (alongside) => context.withdrawals.reject(orgId ?? (await requireOrgOf(id)), id, operator, reason, alongside))
     },
 
     /**
@@ -170,7 +189,7 @@ export function createOperatorService(runtime: Runtime) {
      * withdrawals' are.
      */
     async audit<T>(request: ActionRequest, run: (alongside: (tx: Executor) => Promise<void>) => Promise<T>): Promise<T> {
-      const now = () => (request.orgId === null ? new Date(runtime.clock.wallNowMs()) : runtime.clock.now(request.orgId))
+      const now = () => (request.orgId === null ? new Date(context.clock.wallNowMs()) : context.clock.now(request.orgId))
       let recorded = false
       const result = await audited(request, (_withdrawal) =>
         run(async (tx) => {
@@ -179,14 +198,14 @@ export function createOperatorService(runtime: Runtime) {
         }),
       )
       if (!recorded) {
-        await runtime.db.transaction(async (tx) => record(tx, actionRow({ ...request, detail: { ...request.detail, changed: false } }, 'succeeded', null, now())))
+        await context.db.transaction(async (tx) => record(tx, actionRow({ ...request, detail: { ...request.detail, changed: false } }, 'succeeded', null, now())))
       }
       return result
     },
 
     async listActions(query: { targetId?: string; limit?: number }): Promise<{ actions: OperatorActionView[] }> {
       const limit = pageLimit(query.limit, { fallback: 50, max: 200 })
-      return { actions: (await repo.listActions(runtime.db, { targetId: query.targetId, limit })).map(toActionView) }
+      return { actions: (await repo.listActions(context.db, { targetId: query.targetId, limit })).map(toActionView) }
     },
   }
 }

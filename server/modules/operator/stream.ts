@@ -1,5 +1,5 @@
 import { invalid } from '../../lib/errors.ts'
-import type { Runtime } from '../../runtime.ts'
+import type { OperatorContext } from './service.ts'
 import { EVENT_TYPE_FILTER_MAX, EVENT_TYPE_PATTERN } from '../events/model.ts'
 import type { StreamInput } from './model.ts'
 import * as repo from './repo.ts'
@@ -35,17 +35,17 @@ function frame(event: repo.StreamEventRecord): string {
  * Resolves where a stream starts: after the event named by Last-Event-ID (or `after`), or at the end
  * of the log with up to `backlog` matching events before it. Refused before any byte is sent.
  */
-async function startingPoint(runtime: Runtime, input: StreamInput, lastEventId: string | undefined, filter: repo.StreamFilter) {
+async function startingPoint(context: Pick<OperatorContext, 'db'>, input: StreamInput, lastEventId: string | undefined, filter: repo.StreamFilter) {
   const cursorId = lastEventId ?? input.after
   if (cursorId !== undefined && cursorId !== '') {
-    const position = await repo.positionOf(runtime.db, cursorId)
+    const position = await repo.positionOf(context.db, cursorId)
     if (!position) throw invalid(lastEventId !== undefined ? 'Last-Event-ID' : 'after', 'The cursor must be the id of an event in the log')
     return { position, backlog: [] as repo.StreamEventRecord[] }
   }
   const backlogSize = input.backlog ?? 0
   if (!Number.isSafeInteger(backlogSize) || backlogSize < 0 || backlogSize > BACKLOG_MAX) throw invalid('backlog', `backlog must be a whole number from 0 to ${BACKLOG_MAX}`)
-  const position = await repo.endOfLog(runtime.db)
-  const backlog = backlogSize === 0 ? [] : await repo.eventsUntil(runtime.db, position, filter, backlogSize)
+  const position = await repo.endOfLog(context.db)
+  const backlog = backlogSize === 0 ? [] : await repo.eventsUntil(context.db, position, filter, backlogSize)
   return { position, backlog }
 }
 
@@ -55,9 +55,9 @@ async function startingPoint(runtime: Runtime, input: StreamInput, lastEventId: 
  * cursor back instead of its memory growing. Events come in log order (see the events module), each
  * with its id as the SSE id, so a client that reconnects with Last-Event-ID gets exactly what follows.
  */
-export async function eventStream(runtime: Runtime, input: StreamInput, lastEventId: string | undefined, signal: AbortSignal): Promise<Response> {
+export async function eventStream(context: Pick<OperatorContext, 'db'>, input: StreamInput, lastEventId: string | undefined, signal: AbortSignal): Promise<Response> {
   const filter = parseStreamFilter(input)
-  const start = await startingPoint(runtime, input, lastEventId, filter)
+  const start = await startingPoint(context, input, lastEventId, filter)
   let position = start.position
   let closed = false
   let quietSinceMs = Date.now()
@@ -76,7 +76,7 @@ export async function eventStream(runtime: Runtime, input: StreamInput, lastEven
       while (!closed) {
         let events: repo.StreamEventRecord[]
         try {
-          events = await repo.eventsAfter(runtime.db, position, filter, STREAM_BATCH_MAX)
+          events = await repo.eventsAfter(context.db, position, filter, STREAM_BATCH_MAX)
         } catch (error) {
           // The client reconnects from its last id; the error is the server's to log.
           console.error('operator event stream: reading the log failed; closing the stream', error)

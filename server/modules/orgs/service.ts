@@ -1,4 +1,4 @@
-import { notify, type Executor } from '../../../db/client.ts'
+import { notify, type Database, type Executor } from '../../../db/client.ts'
 import { ApiError, notFound } from '../../lib/errors.ts'
 import { formatAmount, parseAmount } from '../../lib/money.ts'
 import { ASSETS, requireAsset } from '../../lib/assets.ts'
@@ -6,11 +6,19 @@ import { randomToken, sha256Hex } from '../../lib/hash.ts'
 import { newId } from '../../lib/ids.ts'
 import { onePage, pageLimit } from '../../lib/pagination.ts'
 import { CHANGE_CHANNEL, type ChangeNotice } from '../../platform/changes.ts'
-import type { Runtime } from '../../runtime.ts'
-import { DEFAULT_KEY_RATE_LIMIT, KEY_PREFIXES, type KeyType } from '../../platform/key-cache.ts'
+import type { Clock } from '../clock/clock.ts'
+import { DEFAULT_KEY_RATE_LIMIT, KEY_PREFIXES, type KeyCache, type KeyType } from '../../platform/key-cache.ts'
 import type { IssuedKeyView, KeySummaryView, OnboardingItem, OrganizationView, WithdrawalApprovalView } from './model.ts'
 import { ONBOARDING_ITEMS } from './model.ts'
 import * as repo from './repo.ts'
+
+/** What the organizations services work with: the database, this process's key cache, the clocks. */
+export interface OrgsContext {
+  db: Database
+  /** Changed before an answer leaves, so the next request here already sees the change. */
+  keys: KeyCache
+  clock: Clock
+}
 
 export const DEFAULT_ROTATION_OVERLAP_SECONDS = 24 * 3600
 /** Withdrawals above this amount (in the asset's whole units) wait for a second key unless an operator sets another threshold. */
@@ -18,8 +26,8 @@ export const DEFAULT_WITHDRAWAL_APPROVAL_THRESHOLD = '10000'
 
 type Environment = 'sandbox' | 'production'
 
-async function announce(runtime: Runtime, notice: ChangeNotice): Promise<void> {
-  await notify(runtime.db, CHANGE_CHANNEL, JSON.stringify(notice))
+async function announce(context: OrgsContext, notice: ChangeNotice): Promise<void> {
+  await notify(context.db, CHANGE_CHANNEL, JSON.stringify(notice))
 }
 
 function keyStatus(row: repo.ApiKeyRow, nowMs: number): KeySummaryView['status'] {
@@ -79,14 +87,14 @@ async function insertNewKey(
 }
 
 /** After commit: this instance's cache first (so the answer is already true here), then the others. */
-async function publishKeys(runtime: Runtime, rows: repo.ApiKeyRow[]): Promise<void> {
-  for (const row of rows) runtime.keys.upsertKey(repo.toCachedKey(row))
-  for (const row of rows) await announce(runtime, { kind: 'key', id: row.id })
+async function publishKeys(context: OrgsContext, rows: repo.ApiKeyRow[]): Promise<void> {
+  for (const row of rows) context.keys.upsertKey(repo.toCachedKey(row))
+  for (const row of rows) await announce(context, { kind: 'key', id: row.id })
 }
 
-export async function createOrganization(runtime: Runtime, name: string) {
+export async function createOrganization(context: OrgsContext, name: string) {
   // The organization and its onboarding keys exist together or not at all.
-  const { org, test, publishable } = await runtime.db.transaction(async (tx) => {
+  const { org, test, publishable } = await context.db.transaction(async (tx) => {
     const org = await repo.insertOrganization(tx, {
       id: newId('org'),
       name,
@@ -96,22 +104,22 @@ export async function createOrganization(runtime: Runtime, name: string) {
     const publishable = await insertNewKey(tx, org.id, 'publishable', 'sandbox')
     return { org, test, publishable }
   })
-  runtime.keys.upsertOrg(repo.toCachedOrg(org))
+  context.keys.upsertOrg(repo.toCachedOrg(org))
   // Other instances learn of the organization now, not at their next restart.
-  await announce(runtime, { kind: 'org', id: org.id })
-  await publishKeys(runtime, [test.row, publishable.row])
+  await announce(context, { kind: 'org', id: org.id })
+  await publishKeys(context, [test.row, publishable.row])
   return { id: org.id, name: org.name, keys: [test.issued, publishable.issued] }
 }
 
-async function requireOrganization(runtime: Runtime, orgId: string): Promise<repo.OrganizationRow> {
-  const org = await repo.findOrganization(runtime.db, orgId)
+async function requireOrganization(context: OrgsContext, orgId: string): Promise<repo.OrganizationRow> {
+  const org = await repo.findOrganization(context.db, orgId)
   if (!org) throw notFound('organization')
   return org
 }
 
-export async function describeOrganization(runtime: Runtime, orgId: string): Promise<OrganizationView> {
-  const org = await requireOrganization(runtime, orgId)
-  return toOrganizationView(org, await repo.listKeys(runtime.db, orgId), runtime.clock.wallNowMs())
+export async function describeOrganization(context: OrgsContext, orgId: string): Promise<OrganizationView> {
+  const org = await requireOrganization(context, orgId)
+  return toOrganizationView(org, await repo.listKeys(context.db, orgId), context.clock.wallNowMs())
 }
 
 function toOrganizationView(org: repo.OrganizationRow, keys: repo.ApiKeyRow[], nowMs: number): OrganizationView {
@@ -135,26 +143,26 @@ function toOrganizationView(org: repo.OrganizationRow, keys: repo.ApiKeyRow[], n
  * together, 3,000 organizations took 1.1 to 1.4 s and held every other request on the instance (an
  * authorization included) up to 233 ms, while its queries filled the connection pool.
  */
-export async function listOrganizations(runtime: Runtime, query: { after?: string; limit?: number }): Promise<{ orgs: OrganizationView[]; hasMore: boolean }> {
+export async function listOrganizations(context: OrgsContext, query: { after?: string; limit?: number }): Promise<{ orgs: OrganizationView[]; hasMore: boolean }> {
   const limit = pageLimit(query.limit)
-  const rows = await repo.listOrganizations(runtime.db, { after: query.after, limit: limit + 1 })
-  const keys = await repo.listKeysOf(runtime.db, rows.slice(0, limit).map((org) => org.id))
+  const rows = await repo.listOrganizations(context.db, { after: query.after, limit: limit + 1 })
+  const keys = await repo.listKeysOf(context.db, rows.slice(0, limit).map((org) => org.id))
   const keysByOrg = Map.groupBy(keys, (key) => key.orgId)
-  const nowMs = runtime.clock.wallNowMs()
+  const nowMs = context.clock.wallNowMs()
   const listed = onePage(rows, limit, (org) => toOrganizationView(org, keysByOrg.get(org.id) ?? [], nowMs))
   return { orgs: listed.items, hasMore: listed.hasMore }
 }
 
-export async function issueOrganizationKey(runtime: Runtime, orgId: string, type: KeyType, environment: Environment) {
-  const org = await requireOrganization(runtime, orgId)
+export async function issueOrganizationKey(context: OrgsContext, orgId: string, type: KeyType, environment: Environment) {
+  const org = await requireOrganization(context, orgId)
   assertKeyAllowed(org, type, environment)
-  const key = await insertNewKey(runtime.db, orgId, type, environment)
-  await publishKeys(runtime, [key.row])
+  const key = await insertNewKey(context.db, orgId, type, environment)
+  await publishKeys(context, [key.row])
   return key.issued
 }
 
-async function requireKey(runtime: Runtime, keyId: string): Promise<repo.ApiKeyRow> {
-  const key = await repo.findKey(runtime.db, keyId)
+async function requireKey(context: OrgsContext, keyId: string): Promise<repo.ApiKeyRow> {
+  const key = await repo.findKey(context.db, keyId)
   if (!key) throw notFound('key')
   return key
 }
@@ -163,73 +171,73 @@ async function requireKey(runtime: Runtime, keyId: string): Promise<repo.ApiKeyR
  * Rotation issues a new key of the same type and environment and gives the old one an expiry at
  * the end of the overlap window, after which the key cache refuses it.
  */
-export async function rotateKey(runtime: Runtime, keyId: string, overlapSeconds = DEFAULT_ROTATION_OVERLAP_SECONDS) {
-  const old = await requireKey(runtime, keyId)
-  const nowMs = runtime.clock.wallNowMs()
+export async function rotateKey(context: OrgsContext, keyId: string, overlapSeconds = DEFAULT_ROTATION_OVERLAP_SECONDS) {
+  const old = await requireKey(context, keyId)
+  const nowMs = context.clock.wallNowMs()
   const status = keyStatus(old, nowMs)
   if (status !== 'active') throw new ApiError('conflict', `Only an active key can be rotated; this key is ${status}`)
   // The old key is claimed with a conditional update in the same transaction as its replacement,
   // so two concurrent rotations cannot both succeed and leave two live replacements.
-  const rotated = await runtime.db.transaction(async (tx) => {
+  const rotated = await context.db.transaction(async (tx) => {
     const replacement = await insertNewKey(tx, old.orgId, old.type, old.environment)
     const updated = await repo.claimKeyForRotation(tx, old.id, new Date(nowMs + overlapSeconds * 1000), replacement.row.id)
     if (!updated) throw new ApiError('conflict', 'This key was rotated or revoked meanwhile')
     return { replacement, updated }
   })
   const { replacement, updated } = rotated
-  await publishKeys(runtime, [replacement.row, updated])
+  await publishKeys(context, [replacement.row, updated])
   return { key: replacement.issued, previous: toKeySummary(updated, nowMs) }
 }
 
-export async function revokeKey(runtime: Runtime, keyId: string): Promise<KeySummaryView> {
-  const key = await requireKey(runtime, keyId)
-  const nowMs = runtime.clock.wallNowMs()
-  const updated = key.revokedAt === null ? await repo.updateKey(runtime.db, keyId, { revokedAt: new Date(nowMs) }) : key
+export async function revokeKey(context: OrgsContext, keyId: string): Promise<KeySummaryView> {
+  const key = await requireKey(context, keyId)
+  const nowMs = context.clock.wallNowMs()
+  const updated = key.revokedAt === null ? await repo.updateKey(context.db, keyId, { revokedAt: new Date(nowMs) }) : key
   // The cache changes before the answer leaves, so the very next request with this key fails.
-  runtime.keys.upsertKey(repo.toCachedKey(updated!))
-  await announce(runtime, { kind: 'key', id: keyId })
+  context.keys.upsertKey(repo.toCachedKey(updated!))
+  await announce(context, { kind: 'key', id: keyId })
   return toKeySummary(updated!, nowMs)
 }
 
 export async function updateChecklist(
-  runtime: Runtime,
+  context: OrgsContext,
   orgId: string,
   items: Partial<Record<OnboardingItem, boolean>>,
 ): Promise<OrganizationView> {
-  const org = await requireOrganization(runtime, orgId)
+  const org = await requireOrganization(context, orgId)
   if (org.signedOffAt !== null) throw new ApiError('conflict', 'Onboarding is already signed off')
-  await repo.updateOrganization(runtime.db, orgId, { onboardingChecklist: { ...org.onboardingChecklist, ...items } })
-  return describeOrganization(runtime, orgId)
+  await repo.updateOrganization(context.db, orgId, { onboardingChecklist: { ...org.onboardingChecklist, ...items } })
+  return describeOrganization(context, orgId)
 }
 
-export async function signOff(runtime: Runtime, orgId: string, signedOffBy: string): Promise<OrganizationView> {
-  const org = await requireOrganization(runtime, orgId)
+export async function signOff(context: OrgsContext, orgId: string, signedOffBy: string): Promise<OrganizationView> {
+  const org = await requireOrganization(context, orgId)
   if (org.signedOffAt !== null) throw new ApiError('conflict', 'Onboarding is already signed off')
   const open = ONBOARDING_ITEMS.filter((item) => org.onboardingChecklist[item] !== true)
   if (open.length > 0) {
     throw new ApiError('conflict', `Checklist items not done: ${open.join(', ')}`, { field: `checklist.${open[0]}` })
   }
-  await repo.updateOrganization(runtime.db, orgId, { signedOffAt: new Date(runtime.clock.wallNowMs()), signedOffBy })
-  return describeOrganization(runtime, orgId)
+  await repo.updateOrganization(context.db, orgId, { signedOffAt: new Date(context.clock.wallNowMs()), signedOffBy })
+  return describeOrganization(context, orgId)
 }
 
-export async function setRateLimit(runtime: Runtime, orgId: string, rateLimitPerMinute: number | null): Promise<OrganizationView> {
-  const updated = await repo.updateRateLimit(runtime.db, orgId, rateLimitPerMinute)
+export async function setRateLimit(context: OrgsContext, orgId: string, rateLimitPerMinute: number | null): Promise<OrganizationView> {
+  const updated = await repo.updateRateLimit(context.db, orgId, rateLimitPerMinute)
   if (updated === undefined) throw notFound('organization')
-  runtime.keys.upsertOrg(repo.toCachedOrg(updated))
-  await announce(runtime, { kind: 'org', id: orgId })
-  return describeOrganization(runtime, orgId)
+  context.keys.upsertOrg(repo.toCachedOrg(updated))
+  await announce(context, { kind: 'org', id: orgId })
+  return describeOrganization(context, orgId)
 }
 
 /** The amount above which a withdrawal of this asset waits in pending_approval for a second key. */
-export async function withdrawalApprovalThresholdMinor(runtime: Runtime, orgId: string, asset: string): Promise<bigint> {
-  const own = (await repo.approvalThresholds(runtime.db, orgId)).get(asset)
+export async function withdrawalApprovalThresholdMinor(context: OrgsContext, orgId: string, asset: string): Promise<bigint> {
+  const own = (await repo.approvalThresholds(context.db, orgId)).get(asset)
   return own ?? parseAmount(DEFAULT_WITHDRAWAL_APPROVAL_THRESHOLD, requireAsset(asset).decimals, 'threshold')
 }
 
-export async function getWithdrawalApproval(runtime: Runtime, orgId: string): Promise<WithdrawalApprovalView> {
-  await requireOrganization(runtime, orgId)
-  const own = await repo.approvalThresholds(runtime.db, orgId)
+export async function getWithdrawalApproval(context: OrgsContext, orgId: string): Promise<WithdrawalApprovalView> {
+  await requireOrganization(context, orgId)
+  const own = await repo.approvalThresholds(context.db, orgId)
   return {
     orgId,
     thresholds: ASSETS.map((info) => {
@@ -241,10 +249,10 @@ export async function getWithdrawalApproval(runtime: Runtime, orgId: string): Pr
 }
 
 /** Sets (or with null, restores to the default) an organization's approval threshold for one asset. */
-export async function setWithdrawalApproval(runtime: Runtime, orgId: string, asset: string, threshold: string | null): Promise<WithdrawalApprovalView> {
+export async function setWithdrawalApproval(context: OrgsContext, orgId: string, asset: string, threshold: string | null): Promise<WithdrawalApprovalView> {
   const info = requireAsset(asset)
   const minor = threshold === null ? null : parseAmount(threshold, info.decimals, 'threshold', { allowZero: true })
-  await requireOrganization(runtime, orgId)
-  await repo.setApprovalThreshold(runtime.db, orgId, info.asset, minor, new Date(runtime.clock.wallNowMs()))
-  return getWithdrawalApproval(runtime, orgId)
+  await requireOrganization(context, orgId)
+  await repo.setApprovalThreshold(context.db, orgId, info.asset, minor, new Date(context.clock.wallNowMs()))
+  return getWithdrawalApproval(context, orgId)
 }

@@ -1,11 +1,11 @@
 import { Elysia, t } from 'elysia'
-import { notify } from '../../../db/client.ts'
+import { notify, type Database } from '../../../db/client.ts'
 import { ApiError } from '../../lib/errors.ts'
 import type { AccessPlugin } from '../../platform/access.ts'
 import type { Principal } from '../../platform/auth.ts'
 import { apiDoc } from '../../platform/openapi.ts'
 import { CHANGE_CHANNEL } from '../../platform/changes.ts'
-import type { Runtime } from '../../runtime.ts'
+import type { Clock } from '../clock/clock.ts'
 
 /** Sandbox helpers answer only test keys; other keys get permission_denied. */
 export function requireTestKey(principal: Principal): void {
@@ -21,10 +21,10 @@ const AdvanceBody = t.Object(
  * Registered only when SERVICE_ENV is sandbox, so production answers 404 for these paths. The clock
  * only moves forward: time-based rules never see time run backwards.
  */
-export function sandboxRoutes(runtime: Runtime, access: AccessPlugin) {
+export function sandboxRoutes({ db, clock }: { db: Database; clock: Clock }, access: AccessPlugin) {
   return new Elysia({ name: 'kassa/sandbox', prefix: '/v1/sandbox' })
     .use(access)
-    .get('/clock', ({ principal }) => ({ now: runtime.clock.now(principal.orgId).toISOString() }), {
+    .get('/clock', ({ principal }) => ({ now: clock.now(principal.orgId).toISOString() }), {
       access: 'secret',
       response: t.Object({ now: t.String({ format: 'date-time' }) }),
       detail: apiDoc("Read the organization's clock", 'Sandbox'),
@@ -33,8 +33,8 @@ export function sandboxRoutes(runtime: Runtime, access: AccessPlugin) {
       '/clock/advance',
       async ({ body, principal }) => {
         requireTestKey(principal)
-        const now = await runtime.clock.advance(principal.orgId, body.seconds)
-        await notify(runtime.db, CHANGE_CHANNEL, JSON.stringify({ kind: 'clock', id: principal.orgId }))
+        const now = await clock.advance(principal.orgId, body.seconds)
+        await notify(db, CHANGE_CHANNEL, JSON.stringify({ kind: 'clock', id: principal.orgId }))
         return { now: now.toISOString() }
       },
       {

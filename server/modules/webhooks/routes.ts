@@ -2,20 +2,20 @@ import { Elysia } from 'elysia'
 import { IdParams } from '../../lib/params.ts'
 import type { AccessPlugin } from '../../platform/access.ts'
 import { apiDoc } from '../../platform/openapi.ts'
-import type { Runtime } from '../../runtime.ts'
 import { CreatedWebhook, CreateWebhookBody, DeletedWebhook, RETRY_SCHEDULE_DOC, RotatedSecret, UpdateWebhookBody, Webhook, WebhookList, WEBHOOK_ENDPOINTS_MAX } from './model.ts'
 import * as service from './service.ts'
+import type { WebhooksContext } from './service.ts'
 
 const TAG = 'Webhooks'
 
-export function webhooksRoutes(runtime: Runtime, access: AccessPlugin) {
+export function webhooksRoutes(webhooks: WebhooksContext, access: AccessPlugin) {
   return new Elysia({ name: 'kassa/webhooks', prefix: '/v1' })
     .use(access)
     .post(
       '/webhooks',
       async ({ body, principal, set }) => {
         set.status = 201
-        return service.createWebhook(runtime, principal.orgId, body)
+        return service.createWebhook(webhooks, principal.orgId, body)
       },
       {
         access: 'secret',
@@ -26,25 +26,25 @@ export function webhooksRoutes(runtime: Runtime, access: AccessPlugin) {
         }),
       },
     )
-    .get('/webhooks', ({ principal }) => service.listWebhooks(runtime, principal.orgId), {
+    .get('/webhooks', ({ principal }) => service.listWebhooks(webhooks, principal.orgId), {
       access: 'secret',
       response: WebhookList,
       detail: apiDoc('List webhook endpoints', TAG, { description: 'Secrets are never returned.' }),
     })
-    .get('/webhooks/:id', ({ params, principal }) => service.getWebhook(runtime, principal.orgId, params.id), {
+    .get('/webhooks/:id', ({ params, principal }) => service.getWebhook(webhooks, principal.orgId, params.id), {
       access: 'secret',
       params: IdParams,
       response: Webhook,
       detail: apiDoc('Read a webhook endpoint', TAG, { description: 'The secret is never returned.' }),
     })
-    .patch('/webhooks/:id', ({ params, body, principal }) => service.updateWebhook(runtime, principal.orgId, params.id, body), {
+    .patch('/webhooks/:id', ({ params, body, principal }) => service.updateWebhook(webhooks, principal.orgId, params.id, body), {
       access: 'secret',
       params: IdParams,
       body: UpdateWebhookBody,
       response: Webhook,
       detail: apiDoc('Change a webhook endpoint', TAG, { description: 'Send only the fields that change (url and/or events); the URL rules of registration apply.' }),
     })
-    .delete('/webhooks/:id', ({ params, principal }) => service.deleteWebhook(runtime, principal.orgId, params.id), {
+    .delete('/webhooks/:id', ({ params, principal }) => service.deleteWebhook(webhooks, principal.orgId, params.id), {
       access: 'secret',
       params: IdParams,
       response: DeletedWebhook,
@@ -52,7 +52,7 @@ export function webhooksRoutes(runtime: Runtime, access: AccessPlugin) {
         description: 'Deliveries stop at once: scheduled retries end as failed and attempts in flight are aborted. Past deliveries stay visible in the event log.',
       }),
     })
-    .post('/webhooks/:id/rotate-secret', ({ params, principal }) => service.rotateSecret(runtime, principal.orgId, params.id), {
+    .post('/webhooks/:id/rotate-secret', ({ params, principal }) => service.rotateSecret(webhooks, principal.orgId, params.id), {
       access: 'secret',
       params: IdParams,
       response: RotatedSecret,

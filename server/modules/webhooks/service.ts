@@ -1,24 +1,26 @@
-import { notify } from '../../../db/client.ts'
+import { notify, type Database } from '../../../db/client.ts'
 import { ApiError, invalid, notFound } from '../../lib/errors.ts'
 import { randomToken } from '../../lib/hash.ts'
 import { newId } from '../../lib/ids.ts'
-import type { Runtime } from '../../runtime.ts'
+import type { Clock } from '../clock/clock.ts'
 import { SECRET_ROTATION_OVERLAP_SECONDS, WEBHOOK_ENDPOINTS_MAX, type CreateWebhookInput, type UpdateWebhookInput, type WebhookView } from './model.ts'
 import * as repo from './repo.ts'
 import { checkWebhookUrl, UrlRefused, type UrlPolicy } from '../../lib/url-policy.ts'
 
+/** What the endpoint services work with. */
+export interface WebhooksContext {
+  db: Database
+  clock: Clock
+  config: { allowLoopbackWebhooks: boolean }
+  /** Aborts this process's attempts in flight to an endpoint; a no-op where no worker runs here. */
+  abortLocalAttempts(webhookId: string): void
+}
+
 /** Instances tell each other that an endpoint was deleted, so each aborts its attempts in flight. */
 export const WEBHOOK_CHANNEL = 'kassa_webhooks'
 
-/** Aborts in-flight attempts in this process; set by the delivery worker when it runs here. */
-const abortersByRuntime = new WeakMap<object, (webhookId: string) => void>()
-
-export function registerAborter(runtime: object, abort: (webhookId: string) => void): void {
-  abortersByRuntime.set(runtime, abort)
-}
-
-export function urlPolicyOf(runtime: Pick<Runtime, 'config'>): UrlPolicy {
-  return { allowLoopback: runtime.config.allowLoopbackWebhooks }
+export function urlPolicyOf(config: { allowLoopbackWebhooks: boolean }): UrlPolicy {
+  return { allowLoopback: config.allowLoopbackWebhooks }
 }
 
 /** `whsec_` and 32 random bytes in base58. */
@@ -30,19 +32,19 @@ export function toWebhookView(row: repo.WebhookRecord): WebhookView {
   return { id: row.id, url: row.url, events: row.events, createdAt: row.createdAt.toISOString() }
 }
 
-async function checkUrl(runtime: Runtime, url: string): Promise<string> {
+async function checkUrl(context: WebhooksContext, url: string): Promise<string> {
   try {
-    return (await checkWebhookUrl(url, urlPolicyOf(runtime))).url.toString()
+    return (await checkWebhookUrl(url, urlPolicyOf(context.config))).url.toString()
   } catch (error) {
     if (error instanceof UrlRefused) throw invalid('url', error.message)
     throw error
   }
 }
 
-export async function createWebhook(runtime: Runtime, orgId: string, input: CreateWebhookInput): Promise<WebhookView & { secret: string }> {
-  const url = await checkUrl(runtime, input.url)
-  const now = runtime.clock.now(orgId)
-  const row = await runtime.db.transaction(async (tx) => {
+export async function createWebhook(context: WebhooksContext, orgId: string, input: CreateWebhookInput): Promise<WebhookView & { secret: string }> {
+  const url = await checkUrl(context, input.url)
+  const now = context.clock.now(orgId)
+  const row = await context.db.transaction(async (tx) => {
     // The organization's row lock makes the limit exact under concurrent creates.
     if (!(await repo.lockOrganization(tx, orgId))) throw notFound('organization')
     if ((await repo.countLiveWebhooks(tx, orgId)) >= WEBHOOK_ENDPOINTS_MAX) {
@@ -53,45 +55,45 @@ export async function createWebhook(runtime: Runtime, orgId: string, input: Crea
   return { ...toWebhookView(row), secret: row.secret }
 }
 
-export async function listWebhooks(runtime: Runtime, orgId: string): Promise<{ webhooks: WebhookView[] }> {
-  return { webhooks: (await repo.listLiveWebhooks(runtime.db, orgId)).map(toWebhookView) }
+export async function listWebhooks(context: WebhooksContext, orgId: string): Promise<{ webhooks: WebhookView[] }> {
+  return { webhooks: (await repo.listLiveWebhooks(context.db, orgId)).map(toWebhookView) }
 }
 
-export async function getWebhook(runtime: Runtime, orgId: string, id: string): Promise<WebhookView> {
-  const row = await repo.findLiveWebhook(runtime.db, orgId, id)
+export async function getWebhook(context: WebhooksContext, orgId: string, id: string): Promise<WebhookView> {
+  const row = await repo.findLiveWebhook(context.db, orgId, id)
   if (!row) throw notFound('webhook endpoint')
   return toWebhookView(row)
 }
 
-export async function updateWebhook(runtime: Runtime, orgId: string, id: string, input: UpdateWebhookInput): Promise<WebhookView> {
+export async function updateWebhook(context: WebhooksContext, orgId: string, id: string, input: UpdateWebhookInput): Promise<WebhookView> {
   if (input.url === undefined && input.events === undefined) throw invalid('url', 'Send url and/or events, only the fields that change')
-  const changes: Partial<repo.NewWebhookRecord> = { updatedAt: runtime.clock.now(orgId) }
-  if (input.url !== undefined) changes.url = await checkUrl(runtime, input.url)
+  const changes: Partial<repo.NewWebhookRecord> = { updatedAt: context.clock.now(orgId) }
+  if (input.url !== undefined) changes.url = await checkUrl(context, input.url)
   if (input.events !== undefined) changes.events = input.events
-  const row = await repo.updateWebhook(runtime.db, orgId, id, changes)
+  const row = await repo.updateWebhook(context.db, orgId, id, changes)
   if (!row) throw notFound('webhook endpoint')
   return toWebhookView(row)
 }
 
 /** Deliveries stop at once: scheduled ones are cancelled and attempts in flight are aborted. */
-export async function deleteWebhook(runtime: Runtime, orgId: string, id: string): Promise<{ id: string; deleted: true }> {
-  const deleted = await runtime.db.transaction(async (tx) => {
-    const row = await repo.updateWebhook(tx, orgId, id, { deletedAt: runtime.clock.now(orgId) })
+export async function deleteWebhook(context: WebhooksContext, orgId: string, id: string): Promise<{ id: string; deleted: true }> {
+  const deleted = await context.db.transaction(async (tx) => {
+    const row = await repo.updateWebhook(tx, orgId, id, { deletedAt: context.clock.now(orgId) })
     if (!row) return false
     await repo.cancelOpenDeliveries(tx, orgId, id)
     return true
   })
   if (!deleted) throw notFound('webhook endpoint')
-  abortersByRuntime.get(runtime)?.(id)
-  await notify(runtime.db, WEBHOOK_CHANNEL, id)
+  context.abortLocalAttempts(id)
+  await notify(context.db, WEBHOOK_CHANNEL, id)
   return { id, deleted: true }
 }
 
-export async function rotateSecret(runtime: Runtime, orgId: string, id: string): Promise<{ secret: string; previousSecretValidUntil: string }> {
-  const now = runtime.clock.now(orgId)
+export async function rotateSecret(context: WebhooksContext, orgId: string, id: string): Promise<{ secret: string; previousSecretValidUntil: string }> {
+  const now = context.clock.now(orgId)
   const validUntil = new Date(now.getTime() + SECRET_ROTATION_OVERLAP_SECONDS * 1000)
   const secret = newSigningSecret()
-  const row = await repo.rotateWebhookSecret(runtime.db, orgId, id, secret, validUntil, now)
+  const row = await repo.rotateWebhookSecret(context.db, orgId, id, secret, validUntil, now)
   if (!row) throw notFound('webhook endpoint')
   return { secret, previousSecretValidUntil: validUntil.toISOString() }
 }

@@ -1,12 +1,16 @@
+// The delivery worker is one class of about 400 lines: its passes, its claims, its attempts in
+// flight and its batched outcome writes share the same counters and slots (per endpoint, in all),
+// and split apart each piece would have to reach into the others' state.
+
 import { readFileSync } from 'node:fs'
 import https from 'node:https'
 import { sql } from 'drizzle-orm'
-import { notify, queryPrepared, queryRows } from '../../../db/client.ts'
-import type { DeliveryRuntime } from '../../runtime.ts'
+import { queryPrepared, queryRows, type Database } from '../../../db/client.ts'
+import type { Clock } from '../clock/clock.ts'
 import { VISIBLE_EVENT } from '../events/repo.ts'
 import { DELIVERY_ATTEMPTS_MAX, DELIVERY_TIMEOUT_MS, RETRY_DELAYS_SECONDS } from './model.ts'
 import { sendWebhook, type AttemptResult } from './sender.ts'
-import { registerAborter, urlPolicyOf, WEBHOOK_CHANNEL } from './service.ts'
+import { urlPolicyOf } from './service.ts'
 import { SIGNATURE_HEADER, signatureHeader } from './verify.ts'
 
 export interface WorkerOptions {
@@ -29,7 +33,6 @@ export interface WorkerOptions {
   attemptTimeoutMs: number
 }
 
-
 export const DEFAULT_WORKER_OPTIONS: WorkerOptions = {
   pollIntervalMs: 100,
   idlePollIntervalMs: 250,
@@ -46,6 +49,17 @@ const KICK_DELAY_MS = 5
 const DUE_SCAN_MAX = 2000
 /** Fan-out transactions per pass at most, so one pass stays short under a backlog. */
 const FAN_OUT_ROUNDS_MAX = 20
+
+/** What a delivery worker works with: the database, the organizations' clocks and two settings. */
+export interface DeliveryWorkerDeps {
+  db: Database
+  clock: Clock
+  config: {
+    /** A CA to trust for receivers (tests' own certificates; `WEBHOOK_CA_FILE`). */
+    webhookCaFile: string | undefined
+    allowLoopbackWebhooks: boolean
+  }
+}
 
 interface Claimed {
   id: string
@@ -96,10 +110,10 @@ export class DeliveryWorker {
   deliveredCount = 0
 
   constructor(
-    private readonly runtime: DeliveryRuntime,
+    private readonly deps: DeliveryWorkerDeps,
     private readonly options: WorkerOptions = DEFAULT_WORKER_OPTIONS,
   ) {
-    this.ca = runtime.config.webhookCaFile ? readFileSync(runtime.config.webhookCaFile) : undefined
+    this.ca = deps.config.webhookCaFile ? readFileSync(deps.config.webhookCaFile) : undefined
     this.agent = new https.Agent({ keepAlive: true, maxSockets: options.perEndpointMax, maxFreeSockets: options.perEndpointMax, timeout: 30_000 })
   }
 
@@ -216,7 +230,7 @@ export class DeliveryWorker {
     // query (its visibility horizon reads pg_stat_activity), so a busy worker goes straight on.
     if (this.lastFanOutEmpty) {
       const [probe] = await queryPrepared<{ pending: boolean }>(
-        this.runtime.db,
+        this.deps.db,
         sql`select exists (
               select 1 from events
               where (txid, seq) > (select last_txid, last_seq from webhook_outbox_cursor where name = 'deliveries') and ${VISIBLE_EVENT}
@@ -224,8 +238,8 @@ export class DeliveryWorker {
       )
       if (probe?.pending === false) return 0
     }
-    const wallNow = new Date(this.runtime.clock.wallNowMs()).toISOString()
-    return this.runtime.db.transaction(async (tx) => {
+    const wallNow = new Date(this.deps.clock.wallNowMs()).toISOString()
+    return this.deps.db.transaction(async (tx) => {
       const [cursor] = await queryPrepared<{ txid: string; seq: string }>(
         tx,
         sql`select last_txid::text as txid, last_seq::text as seq from webhook_outbox_cursor where name = 'deliveries' for update`,
@@ -268,10 +282,10 @@ export class DeliveryWorker {
   async dispatchDue(): Promise<void> {
     const free = this.options.concurrencyMax - this.inFlight.size
     if (free <= 0) return
-    const wallNow = new Date(this.runtime.clock.wallNowMs()).toISOString()
+    const wallNow = new Date(this.deps.clock.wallNowMs()).toISOString()
     const orgNow = sql`(${wallNow}::timestamptz + coalesce((select c.offset_ms from org_clocks c where c.org_id = d.org_id), 0) * interval '1 millisecond')`
     const candidates = await queryPrepared<{ id: string; webhook_id: string }>(
-      this.runtime.db,
+      this.deps.db,
       sql`select id::text as id, webhook_id from (
             select id, webhook_id, next_attempt_at, row_number() over (partition by webhook_id order by next_attempt_at, id) as rank from (
               select d.id, d.webhook_id, d.next_attempt_at from webhook_deliveries d
@@ -298,7 +312,7 @@ export class DeliveryWorker {
     if (chosen.length === 0) return
     this.busy = true
     const claimed = await queryRows<{ id: string; event_id: string; webhook_id: string; org_id: string; attempts: number }>(
-      this.runtime.db,
+      this.deps.db,
       sql`update webhook_deliveries d
             set attempts = d.attempts + 1, last_attempt_at = ${orgNow},
                 next_attempt_at = ${orgNow} + ${this.options.leaseSeconds} * interval '1 second'
@@ -339,7 +353,7 @@ export class DeliveryWorker {
   /** The event and endpoint of each claimed delivery, in one query. */
   private async loadContexts(deliveryIds: string[]): Promise<Map<string, AttemptContext>> {
     const rows = await queryRows<Record<string, any>>(
-      this.runtime.db,
+      this.deps.db,
       sql`select d.id::text as delivery_id, e.id, e.org_id, e.type, e.created_at, e.data, w.url, w.secret, w.previous_secret, w.previous_secret_valid_until, w.deleted_at
           from webhook_deliveries d join events e on e.id = d.event_id join webhook_endpoints w on w.id = d.webhook_id
           where d.id in (${sql.join(deliveryIds.map((id) => sql`${id}::bigint`), sql`, `)})`,
@@ -366,13 +380,13 @@ export class DeliveryWorker {
     const { event, endpoint } = context
     const body = JSON.stringify({ id: event.id, orgId: event.orgId, type: event.type, created: event.created.toISOString(), data: event.data })
     const secrets = [endpoint.secret]
-    if (endpoint.previousSecret && endpoint.previousSecretValidUntil && endpoint.previousSecretValidUntil.getTime() > this.runtime.clock.nowMs(delivery.orgId)) {
+    if (endpoint.previousSecret && endpoint.previousSecretValidUntil && endpoint.previousSecretValidUntil.getTime() > this.deps.clock.nowMs(delivery.orgId)) {
       secrets.push(endpoint.previousSecret)
     }
     // The timestamp is the real time: the receiver compares it with its own clock.
-    const timestamp = Math.floor(this.runtime.clock.wallNowMs() / 1000)
+    const timestamp = Math.floor(this.deps.clock.wallNowMs() / 1000)
     const result = await sendWebhook(endpoint.url, body, {
-      policy: urlPolicyOf(this.runtime),
+      policy: urlPolicyOf(this.deps.config),
       timeoutMs: this.options.attemptTimeoutMs,
       ca: this.ca,
       agent: this.agent,
@@ -395,7 +409,7 @@ export class DeliveryWorker {
     if (statusCode !== null && statusCode >= 400 && statusCode < 500) return { status: 'failed', statusCode, error, nextAttemptAt: null }
     if (delivery.attempts >= DELIVERY_ATTEMPTS_MAX) return { status: 'failed', statusCode, error, nextAttemptAt: null }
     const delaySeconds = RETRY_DELAYS_SECONDS[delivery.attempts - 1]!
-    return { status: 'retrying', statusCode, error, nextAttemptAt: new Date(this.runtime.clock.nowMs(delivery.orgId) + delaySeconds * 1000) }
+    return { status: 'retrying', statusCode, error, nextAttemptAt: new Date(this.deps.clock.nowMs(delivery.orgId) + delaySeconds * 1000) }
   }
 
   /**
@@ -421,7 +435,7 @@ export class DeliveryWorker {
         sql`, `,
       )
       try {
-        await this.runtime.db.execute(
+        await this.deps.db.execute(
           sql`update webhook_deliveries d set status = v.status, last_status_code = v.status_code, last_error = v.error, next_attempt_at = v.next_attempt_at
               from (values ${values}) as v(id, attempts, status, status_code, error, next_attempt_at)
               where d.id = v.id and d.attempts = v.attempts and d.status in ('pending', 'retrying')`,
@@ -442,42 +456,4 @@ interface Outcome {
   statusCode: number | null
   error: string | null
   nextAttemptAt: Date | null
-}
-
-const workers = new WeakMap<DeliveryRuntime, DeliveryWorker>()
-
-/** Said on `WEBHOOK_CHANNEL` for work due now (every other payload names a deleted endpoint). */
-const KICK_NOTICE = 'kick'
-
-/**
- * Work is due now (a resend): this process's worker looks at once, and every other instance's,
- * the delivery process's among them, when the notice reaches it, rather than at its next poll.
- */
-export async function kickDelivery(runtime: DeliveryRuntime): Promise<void> {
-  workers.get(runtime)?.kick()
-  await notify(runtime.db, WEBHOOK_CHANNEL, KICK_NOTICE)
-}
-
-export function deliveryWorkerOf(runtime: DeliveryRuntime): DeliveryWorker | undefined {
-  return workers.get(runtime)
-}
-
-/**
- * Starts this process's worker and registers its stop: unless WEBHOOK_DELIVERY=false, or the
- * worker runs in the delivery process beside this one (WEBHOOK_DELIVERY_PROCESS, started by a
- * listening server: `server/main.ts`).
- */
-export async function startWebhookDelivery(runtime: DeliveryRuntime, options: WorkerOptions = DEFAULT_WORKER_OPTIONS): Promise<void> {
-  if (!runtime.config.webhookDelivery || runtime.config.webhookDeliveryProcess) return
-  await runDeliveryWorker(runtime, options)
-}
-
-/** Runs the worker in this process, whatever the settings say (the delivery process's own start). */
-export async function runDeliveryWorker(runtime: DeliveryRuntime, options: WorkerOptions = DEFAULT_WORKER_OPTIONS): Promise<void> {
-  const worker = new DeliveryWorker(runtime, options)
-  workers.set(runtime, worker)
-  registerAborter(runtime, (webhookId) => worker.abortEndpoint(webhookId))
-  await runtime.database.listen(WEBHOOK_CHANNEL, (payload) => (payload === KICK_NOTICE ? worker.kick() : worker.abortEndpoint(payload)))
-  worker.start()
-  runtime.stoppers.push(() => worker.stop())
 }

@@ -2,8 +2,8 @@ import { Elysia, t } from 'elysia'
 import { IdParams } from '../../lib/params.ts'
 import type { AccessPlugin } from '../../platform/access.ts'
 import { apiDoc } from '../../platform/openapi.ts'
-import type { Runtime } from '../../runtime.ts'
-import type { OperatorService } from '../operator/service.ts'
+import type { WithdrawalsContext } from './context.ts'
+import type { WithdrawalView } from './model.ts'
 import { CreateWithdrawalBody, ListWithdrawalsQuery, OperatorActionBody, RejectBody, Withdrawal, WithdrawalList } from './model.ts'
 import * as service from './service.ts'
 
@@ -15,12 +15,12 @@ const OrgWithdrawalParams = t.Object({ orgId: t.String({ maxLength: 64 }), id: t
 const OrgParams = t.Object({ orgId: t.String({ maxLength: 64 }) })
 const opsDoc = (summary: string, description?: string) => apiDoc(summary, 'Operators', { security: 'operator', description })
 
-export function withdrawalsRoutes(runtime: Runtime, access: AccessPlugin) {
+export function withdrawalsRoutes(withdrawals: WithdrawalsContext, access: AccessPlugin) {
   return new Elysia({ name: 'kassa/withdrawals', prefix: '/v1' })
     .use(access)
     .post(
       '/withdrawals',
-      (context) => context.answerInCommit(context, 201, () => service.createWithdrawal(runtime, context.principal, context.body)),
+      (context) => context.answerInCommit(context, 201, () => service.createWithdrawal(withdrawals, context.principal, context.body)),
       {
         access: { level: 'secret', idempotency: 'commit' },
         body: CreateWithdrawalBody,
@@ -30,19 +30,19 @@ export function withdrawalsRoutes(runtime: Runtime, access: AccessPlugin) {
         }),
       },
     )
-    .get('/withdrawals', ({ query, principal }) => service.listWithdrawals(runtime, principal.orgId, query), {
+    .get('/withdrawals', ({ query, principal }) => service.listWithdrawals(withdrawals, principal.orgId, query), {
       access: 'secret',
       query: ListWithdrawalsQuery,
       response: WithdrawalList,
       detail: apiDoc('List withdrawals', 'Withdrawals', { description: `Filter by accountId and state. Ordered by creation; pass the last id of a page as after for the next. ${STATES_DOC}` }),
     })
-    .get('/withdrawals/:id', ({ params, principal }) => service.getWithdrawal(runtime, principal.orgId, params.id), {
+    .get('/withdrawals/:id', ({ params, principal }) => service.getWithdrawal(withdrawals, principal.orgId, params.id), {
       access: 'secret',
       params: IdParams,
       response: Withdrawal,
       detail: apiDoc('Read a withdrawal', 'Withdrawals', { description: STATES_DOC }),
     })
-    .post('/withdrawals/:id/approve', ({ params, principal }) => service.approveByKey(runtime, principal, params.id), {
+    .post('/withdrawals/:id/approve', ({ params, principal }) => service.approveByKey(withdrawals, principal, params.id), {
       access: 'secret',
       params: IdParams,
       response: Withdrawal,
@@ -50,7 +50,7 @@ export function withdrawalsRoutes(runtime: Runtime, access: AccessPlugin) {
         description: `Needs a secret key (test key on sandbox) of the organization other than the one that created the withdrawal: the creating key, and keys linked to it by rotation, answer 403 permission_denied and change nothing. Operators approve through /ops/v1. ${NOT_PENDING_DOC}`,
       }),
     })
-    .post('/withdrawals/:id/reject', ({ params, body, principal }) => service.rejectByKey(runtime, principal, params.id, body?.reason), {
+    .post('/withdrawals/:id/reject', ({ params, body, principal }) => service.rejectByKey(withdrawals, principal, params.id, body?.reason), {
       access: 'secret',
       params: IdParams,
       body: t.Optional(RejectBody),
@@ -61,10 +61,16 @@ export function withdrawalsRoutes(runtime: Runtime, access: AccessPlugin) {
     })
 }
 
+/** The operator module's withdrawal actions, which record each in the operator audit trail. */
+export interface OperatorWithdrawalActions {
+  approveWithdrawal(id: string, operator: string, orgId?: string): Promise<WithdrawalView>
+  rejectWithdrawal(id: string, operator: string, reason: string | undefined, orgId?: string): Promise<WithdrawalView>
+}
+
 /** Operator routes: the second approval through /ops/v1, and the queue of withdrawals waiting for it. */
-export function withdrawalsOpsRoutes(runtime: Runtime, operator: OperatorService) {
+export function withdrawalsOpsRoutes(withdrawals: WithdrawalsContext, operator: OperatorWithdrawalActions) {
   return new Elysia({ name: 'kassa/ops-withdrawals', prefix: '/ops/v1' })
-    .get('/orgs/:orgId/withdrawals', ({ params, query }) => service.listWithdrawals(runtime, params.orgId, query), {
+    .get('/orgs/:orgId/withdrawals', ({ params, query }) => service.listWithdrawals(withdrawals, params.orgId, query), {
       params: OrgParams,
       query: ListWithdrawalsQuery,
       response: WithdrawalList,

@@ -9,57 +9,24 @@ import { newId } from '../../lib/ids.ts'
 import { formatAmount } from '../../lib/money.ts'
 import { onePage, pageLimit } from '../../lib/pagination.ts'
 import type { Principal } from '../../platform/auth.ts'
-import { DueSweep } from '../../platform/due-sweep.ts'
-import type { Runtime } from '../../runtime.ts'
-import { requireActiveEntry } from '../allowlist/service.ts'
-import { findAsset, requireAsset } from '../../lib/assets.ts'
-import type { ChainEvidence, OutgoingTransfer, WithdrawalOutcome } from '../chain/adapter.ts'
+import type { WithdrawalsContext } from './context.ts'
+import { requireAsset } from '../../lib/assets.ts'
+import type { ChainEvidence, WithdrawalOutcome } from '../chain/adapter.ts'
 import { appendEvent } from '../events/writer.ts'
-import { withdrawalApprovalThresholdMinor } from '../orgs/service.ts'
 import { findQuote, markQuoteConsumed } from '../quotes/repo.ts'
 import type { CreateWithdrawalInput, ListWithdrawalsInput, WithdrawalState, WithdrawalView } from './model.ts'
 import * as repo from './repo.ts'
+import { dispatchSoon } from './dispatch.ts'
+import { decimalsOf, eventData, outgoingTransfer, toWithdrawalView } from './views.ts'
 
-/**
- * Approved withdrawals not yet broadcast (after a restart, a failed broadcast, or another instance
- * that stopped before broadcasting) are looked for at least this often (see `DueSweep`)...
- */
-const DISPATCH_SWEEP_BACKSTOP_MS = 2000
-/** ...and a failed broadcast is tried again after this long. */
-const DISPATCH_RETRY_MS = 1000
-const DISPATCH_BATCH_MAX = 100
 const OPEN_STATES: readonly WithdrawalState[] = ['approved', 'submitted']
 
 /** Who approves or rejects. */
 export type Actor = { type: 'key'; id: string } | { type: 'operator'; id: string } | { type: 'policy'; id: null }
 
-interface WithdrawalsState {
-  /** Quotes a withdrawal of this process is executing right now (decided, not yet committed). */
-  claimedQuotes: Set<string>
-  /**
-   * Per withdrawal, the tail of the work this process does on it (approve, reject, apply an outcome):
-   * each step reads the withdrawal only after the previous one finished, so it never acts on a state
-   * that its predecessor has just changed.
-   */
-  locks: Map<string, Promise<unknown>>
-  /** Withdrawals this process is broadcasting right now. */
-  dispatching: Set<string>
-}
-
-const states = new WeakMap<Runtime, WithdrawalsState>()
-
-function stateOf(runtime: Runtime): WithdrawalsState {
-  let state = states.get(runtime)
-  if (!state) {
-    state = { claimedQuotes: new Set(), locks: new Map(), dispatching: new Set() }
-    states.set(runtime, state)
-  }
-  return state
-}
-
 /** Runs `work` after every earlier piece of work on the same withdrawal in this process. */
-async function exclusively<T>(runtime: Runtime, withdrawalId: string, work: () => Promise<T>): Promise<T> {
-  const locks = stateOf(runtime).locks
+async function exclusively<T>(context: WithdrawalsContext, withdrawalId: string, work: () => Promise<T>): Promise<T> {
+  const locks = context.state.locks
   const run = (locks.get(withdrawalId) ?? Promise.resolve()).then(work)
   const tail = run.catch(() => {})
   locks.set(withdrawalId, tail)
@@ -70,77 +37,34 @@ async function exclusively<T>(runtime: Runtime, withdrawalId: string, work: () =
   }
 }
 
-function decimalsOf(asset: string): number {
-  return findAsset(asset)?.decimals ?? 0
-}
-
-export function toWithdrawalView(row: repo.WithdrawalRow): WithdrawalView {
-  const format = (value: bigint) => formatAmount(value, decimalsOf(row.asset))
-  return {
-    id: row.id,
-    accountId: row.accountId,
-    allowlistEntryId: row.allowlistEntryId,
-    quoteId: row.quoteId,
-    network: row.network,
-    asset: row.asset,
-    address: row.address,
-    amount: format(row.amount),
-    fees: { network: format(row.networkFee), service: format(row.serviceFee) },
-    totalDebited: format(row.totalDebited),
-    state: row.state,
-    approval: {
-      required: row.approvalRequired,
-      approvedBy: row.approvedByType ? { type: row.approvedByType, id: row.approvedBy ?? null } : null,
-      approvedAt: row.approvedAt?.toISOString() ?? null,
-    },
-    rejectedBy: row.rejectedByType ? { type: row.rejectedByType, id: row.rejectedBy ?? null } : null,
-    unsignedTransaction: (row.unsignedTransaction ?? null) as WithdrawalView['unsignedTransaction'],
-    txHash: row.txHash ?? null,
-    chainEvidence: row.chainEvidence ?? null,
-    failureReason: row.failureReason ?? null,
-    createdAt: row.createdAt.toISOString(),
-    submittedAt: row.submittedAt?.toISOString() ?? null,
-    closedAt: row.closedAt?.toISOString() ?? null,
-  }
-}
-
-/** The data of every `treasury.withdrawal.*` event: the contract's id, accountId, amount, address, plus asset and network. */
-function eventData(row: repo.WithdrawalRow, extra: Record<string, unknown> = {}): Record<string, unknown> {
-  return { id: row.id, accountId: row.accountId, amount: formatAmount(row.amount, decimalsOf(row.asset)), address: row.address, asset: row.asset, network: row.network, ...extra }
-}
-
-function outgoingTransfer(row: repo.WithdrawalRow): OutgoingTransfer {
-  return { withdrawalId: row.id, orgId: row.orgId, network: row.network, asset: row.asset, toAddress: row.address, amountMinor: row.amount }
-}
-
 /**
  * Executes a withdrawal quote to an active allowlist entry. The quote's total (amount + fees) moves
  * from available to inFlight in one commit with the quote consumed and the withdrawal written.
  * Above the organization's threshold it waits in pending_approval; otherwise it is approved at once
  * and broadcast in the background. A refusal changes nothing (the quote stays open).
  */
-export async function createWithdrawal(runtime: Runtime, principal: Principal, input: CreateWithdrawalInput): Promise<WithdrawalView> {
+export async function createWithdrawal(context: WithdrawalsContext, principal: Principal, input: CreateWithdrawalInput): Promise<WithdrawalView> {
   const orgId = principal.orgId
-  const state = stateOf(runtime)
-  const account = await runtime.ledger.accounts.require(orgId, input.accountId, 'accountId')
-  const entry = await requireActiveEntry(runtime, orgId, input.allowlistEntryId, 'allowlistEntryId')
+  const state = context.state
+  const account = await context.ledger.accounts.require(orgId, input.accountId, 'accountId')
+  const entry = await context.requireActiveEntry(orgId, input.allowlistEntryId, 'allowlistEntryId')
   if (entry.accountId !== account.id) throw invalid('allowlistEntryId', `Allowlist entry ${entry.id} belongs to another account`)
-  const quote = await findQuote(runtime.db, orgId, input.quoteId)
+  const quote = await findQuote(context.db, orgId, input.quoteId)
   if (!quote) throw new ApiError('not_found', 'No such quote', { field: 'quoteId' })
   if (quote.kind !== 'withdrawal') throw invalid('quoteId', `Quote ${quote.id} is a ${quote.kind} quote, not a withdrawal quote`)
   if (quote.accountId !== account.id) throw invalid('quoteId', `Quote ${quote.id} was made for another account`)
   const info = requireAsset(quote.asset, 'quoteId')
   if (info.network !== entry.network) throw invalid('allowlistEntryId', `The quote is for ${info.asset} on ${info.network}; allowlist entry ${entry.id} is on ${entry.network}`)
-  assertQuoteOpen(runtime, quote)
+  assertQuoteOpen(context, quote)
   // Screening runs again at withdrawal time: an address blocked after registration cannot receive.
-  await runtime.screening.screen({ orgId, accountId: account.id, network: entry.network, address: entry.address }, 'allowlistEntryId')
-  const thresholdMinor = await withdrawalApprovalThresholdMinor(runtime, orgId, info.asset)
+  await context.screening.screen({ orgId, accountId: account.id, network: entry.network, address: entry.address }, 'allowlistEntryId')
+  const thresholdMinor = await context.approvalThresholdMinor(orgId, info.asset)
 
   // From here to `submit` everything is synchronous: no other request of this process slips in.
   assertCanSend(account, 'accountId')
-  assertQuoteOpen(runtime, quote)
+  assertQuoteOpen(context, quote)
   if (state.claimedQuotes.has(quote.id)) throw new ApiError('quote_consumed', `Quote ${quote.id} was already executed`, { field: 'quoteId' })
-  const now = runtime.clock.now(orgId)
+  const now = context.clock.now(orgId)
   const approvalRequired = quote.amount > thresholdMinor
   const id = newId('wd')
   const base: repo.WithdrawalRow = {
@@ -161,7 +85,7 @@ export async function createWithdrawal(runtime: Runtime, principal: Principal, i
     createdByKeyId: principal.keyId,
     createdAt: now,
   }
-  const row: repo.WithdrawalRow = approvalRequired ? base : approvedRow(runtime, base, { type: 'policy', id: null }, now)
+  const row: repo.WithdrawalRow = approvalRequired ? base : approvedRow(context, base, { type: 'policy', id: null }, now)
   const postings: Posting[] = [
     { accountId: account.id, kind: 'customer', bucket: 'available', asset: info.asset, amountMinor: -quote.totalDebited },
     { accountId: account.id, kind: 'customer', bucket: 'in_flight', asset: info.asset, amountMinor: quote.totalDebited },
@@ -194,14 +118,14 @@ export async function createWithdrawal(runtime: Runtime, principal: Principal, i
     idempotencyRecord: answerInCommit(toWithdrawalView(row)),
   }
   // Throws insufficient_available synchronously, having changed nothing.
-  await runtime.ledger.submit(operation)
-  if (row.state === 'approved') dispatchSoon(runtime, row)
+  await context.ledger.submit(operation)
+  if (row.state === 'approved') dispatchSoon(context, row)
   return toWithdrawalView(row)
 }
 
-function assertQuoteOpen(runtime: Runtime, quote: { id: string; state: string; expiresAt: Date; orgId: string }): void {
+function assertQuoteOpen(context: WithdrawalsContext, quote: { id: string; state: string; expiresAt: Date; orgId: string }): void {
   if (quote.state === 'consumed') throw new ApiError('quote_consumed', `Quote ${quote.id} was already executed`, { field: 'quoteId' })
-  if (runtime.clock.nowMs(quote.orgId) >= quote.expiresAt.getTime()) {
+  if (context.clock.nowMs(quote.orgId) >= quote.expiresAt.getTime()) {
     throw new ApiError('quote_expired', `Quote ${quote.id} expired at ${quote.expiresAt.toISOString()}`, { field: 'quoteId' })
   }
 }
@@ -212,19 +136,19 @@ function approvalEventExtra(row: repo.WithdrawalRow): Record<string, unknown> {
 }
 
 /** The approved state of a withdrawal: who approved it, when, and the unsigned transaction to broadcast. */
-function approvedRow(runtime: Runtime, row: repo.WithdrawalRow, actor: Actor, now: Date): repo.WithdrawalRow {
+function approvedRow(context: WithdrawalsContext, row: repo.WithdrawalRow, actor: Actor, now: Date): repo.WithdrawalRow {
   return {
     ...row,
     state: 'approved',
     approvedByType: actor.type,
     approvedBy: actor.id,
     approvedAt: now,
-    unsignedTransaction: runtime.chain.buildUnsignedTransaction(outgoingTransfer(row)),
+    unsignedTransaction: context.chain.buildUnsignedTransaction(outgoingTransfer(row)),
   }
 }
 
-async function requireWithdrawal(runtime: Runtime, orgId: string, id: string): Promise<repo.WithdrawalRecord> {
-  const row = await repo.findWithdrawal(runtime.db, orgId, id)
+async function requireWithdrawal(context: WithdrawalsContext, orgId: string, id: string): Promise<repo.WithdrawalRecord> {
+  const row = await repo.findWithdrawal(context.db, orgId, id)
   if (!row) throw notFound('withdrawal')
   return row
 }
@@ -237,8 +161,8 @@ function assertPendingApproval(row: repo.WithdrawalRecord): void {
  * Every key of the holder that created the withdrawal: the creating key and the keys linked to it
  * by rotation (a rotated key's replacement is the same holder, not a second approver).
  */
-async function creatorKeyLineage(runtime: Runtime, orgId: string, creatorKeyId: string): Promise<Set<string>> {
-  const links = await repo.keyLinks(runtime.db, orgId)
+async function creatorKeyLineage(context: WithdrawalsContext, orgId: string, creatorKeyId: string): Promise<Set<string>> {
+  const links = await repo.keyLinks(context.db, orgId)
   const lineage = new Set([creatorKeyId])
   for (let grew = true; grew; ) {
     grew = false
@@ -257,13 +181,13 @@ async function creatorKeyLineage(runtime: Runtime, orgId: string, creatorKeyId: 
 }
 
 /** A second secret key of the organization approves; the creating key (or its rotation) is refused with permission_denied. */
-export async function approveByKey(runtime: Runtime, principal: Principal, id: string): Promise<WithdrawalView> {
-  const row = await requireWithdrawal(runtime, principal.orgId, id)
-  const lineage = await creatorKeyLineage(runtime, principal.orgId, row.createdByKeyId)
+export async function approveByKey(context: WithdrawalsContext, principal: Principal, id: string): Promise<WithdrawalView> {
+  const row = await requireWithdrawal(context, principal.orgId, id)
+  const lineage = await creatorKeyLineage(context, principal.orgId, row.createdByKeyId)
   if (lineage.has(principal.keyId)) {
     throw new ApiError('permission_denied', 'The key that created this withdrawal cannot approve it; approve with a different secret key of the organization or through an operator')
   }
-  return exclusively(runtime, id, async () => approve(runtime, await requireWithdrawal(runtime, principal.orgId, id), { type: 'key', id: principal.keyId }))
+  return exclusively(context, id, async () => approve(context, await requireWithdrawal(context, principal.orgId, id), { type: 'key', id: principal.keyId }))
 }
 
 /**
@@ -272,16 +196,16 @@ export async function approveByKey(runtime: Runtime, principal: Principal, id: s
  */
 export type AlongsideWrite = (tx: Executor, changed: repo.WithdrawalRecord, now: Date) => Promise<void>
 
-export async function approveByOperator(runtime: Runtime, orgId: string, id: string, operator: string, alongside?: AlongsideWrite): Promise<WithdrawalView> {
-  return exclusively(runtime, id, async () => approve(runtime, await requireWithdrawal(runtime, orgId, id), { type: 'operator', id: operator }, alongside))
+export async function approveByOperator(context: WithdrawalsContext, orgId: string, id: string, operator: string, alongside?: AlongsideWrite): Promise<WithdrawalView> {
+  return exclusively(context, id, async () => approve(context, await requireWithdrawal(context, orgId, id), { type: 'operator', id: operator }, alongside))
 }
 
 /** No money moves on approval: the state, the unsigned transaction and the event commit together. */
-async function approve(runtime: Runtime, row: repo.WithdrawalRecord, actor: Actor, alongside?: AlongsideWrite): Promise<WithdrawalView> {
+async function approve(context: WithdrawalsContext, row: repo.WithdrawalRecord, actor: Actor, alongside?: AlongsideWrite): Promise<WithdrawalView> {
   assertPendingApproval(row)
-  const now = runtime.clock.now(row.orgId)
-  const approved = approvedRow(runtime, row, actor, now)
-  const updated = await runtime.db.transaction(async (tx) => {
+  const now = context.clock.now(row.orgId)
+  const approved = approvedRow(context, row, actor, now)
+  const updated = await context.db.transaction(async (tx) => {
     const changed = await repo.transition(tx, row.id, ['pending_approval'], {
       state: 'approved',
       approvedByType: approved.approvedByType,
@@ -294,32 +218,32 @@ async function approve(runtime: Runtime, row: repo.WithdrawalRecord, actor: Acto
     return changed
   })
   if (!updated) {
-    const current = await requireWithdrawal(runtime, row.orgId, row.id)
+    const current = await requireWithdrawal(context, row.orgId, row.id)
     throw new ApiError('conflict', `Withdrawal ${row.id} is ${current.state}, not pending_approval`)
   }
-  dispatchSoon(runtime, updated)
+  dispatchSoon(context, updated)
   return toWithdrawalView(updated)
 }
 
-export async function rejectByKey(runtime: Runtime, principal: Principal, id: string, reason: string | undefined): Promise<WithdrawalView> {
-  return exclusively(runtime, id, async () => reject(runtime, await requireWithdrawal(runtime, principal.orgId, id), { type: 'key', id: principal.keyId }, reason))
+export async function rejectByKey(context: WithdrawalsContext, principal: Principal, id: string, reason: string | undefined): Promise<WithdrawalView> {
+  return exclusively(context, id, async () => reject(context, await requireWithdrawal(context, principal.orgId, id), { type: 'key', id: principal.keyId }, reason))
 }
 
 export async function rejectByOperator(
-  runtime: Runtime,
+  context: WithdrawalsContext,
   orgId: string,
   id: string,
   operator: string,
   reason: string | undefined,
   alongside?: AlongsideWrite,
 ): Promise<WithdrawalView> {
-  return exclusively(runtime, id, async () => reject(runtime, await requireWithdrawal(runtime, orgId, id), { type: 'operator', id: operator }, reason, alongside))
+  return exclusively(context, id, async () => reject(context, await requireWithdrawal(context, orgId, id), { type: 'operator', id: operator }, reason, alongside))
 }
 
 /** Rejecting a withdrawal that waits for approval returns its whole total to available. Any key of the organization may refuse. */
-async function reject(runtime: Runtime, row: repo.WithdrawalRecord, actor: Actor, reason: string | undefined, alongside?: AlongsideWrite): Promise<WithdrawalView> {
+async function reject(context: WithdrawalsContext, row: repo.WithdrawalRecord, actor: Actor, reason: string | undefined, alongside?: AlongsideWrite): Promise<WithdrawalView> {
   assertPendingApproval(row)
-  const now = runtime.clock.now(row.orgId)
+  const now = context.clock.now(row.orgId)
   const rejected: repo.WithdrawalRow = {
     ...row,
     state: 'rejected',
@@ -328,7 +252,7 @@ async function reject(runtime: Runtime, row: repo.WithdrawalRecord, actor: Actor
     failureReason: reason ?? null,
     closedAt: now,
   }
-  await close(runtime, row, rejected, ['pending_approval'], 'withdrawal_reject', returnPostings(row), 'treasury.withdrawal.rejected', {
+  await close(context, row, rejected, ['pending_approval'], 'withdrawal_reject', returnPostings(row), 'treasury.withdrawal.rejected', {
     rejectedBy: { type: actor.type, id: actor.id },
     reason: reason ?? null,
   }, alongside)
@@ -359,7 +283,7 @@ function completionPostings(row: repo.WithdrawalRow): Posting[] {
  * refuses the loser with `conflict` and its reservation is undone.
  */
 function close(
-  runtime: Runtime,
+  context: WithdrawalsContext,
   row: repo.WithdrawalRecord,
   next: repo.WithdrawalRow,
   from: readonly WithdrawalState[],
@@ -388,7 +312,7 @@ function close(
     ],
     events: [eventRow(row.orgId, eventType, eventData(next, eventExtra), now)],
   }
-  return runtime.ledger.submit(operation)
+  return context.ledger.submit(operation)
 }
 
 /**
@@ -396,31 +320,31 @@ function close(
  * instances), so this is idempotent: a withdrawal already terminal is left alone, work of this
  * process on it is awaited first, and a close that another instance won is not an error.
  */
-export function applyOutcome(runtime: Runtime, outcome: WithdrawalOutcome): Promise<void> {
-  return exclusively(runtime, outcome.withdrawalId, () => applyOutcomeNow(runtime, outcome))
+export function applyOutcome(context: WithdrawalsContext, outcome: WithdrawalOutcome): Promise<void> {
+  return exclusively(context, outcome.withdrawalId, () => applyOutcomeNow(context, outcome))
 }
 
-async function applyOutcomeNow(runtime: Runtime, outcome: WithdrawalOutcome): Promise<void> {
-  const row = await repo.findWithdrawal(runtime.db, outcome.orgId, outcome.withdrawalId)
+async function applyOutcomeNow(context: WithdrawalsContext, outcome: WithdrawalOutcome): Promise<void> {
+  const row = await repo.findWithdrawal(context.db, outcome.orgId, outcome.withdrawalId)
   if (!row) {
     console.error(`withdrawals: a chain outcome names unknown withdrawal ${outcome.withdrawalId}; ignored`)
     return
   }
   if (!OPEN_STATES.includes(row.state)) return
-  const now = runtime.clock.now(row.orgId)
+  const now = context.clock.now(row.orgId)
   try {
     if (outcome.status === 'completed') {
       const evidence: ChainEvidence = outcome.evidence
       const confirmed: repo.WithdrawalRow = { ...row, state: 'confirmed', chainEvidence: evidence, txHash: row.txHash ?? evidence.txHash, closedAt: now }
       // The contract reserves treasury.withdrawal.confirmed and never emits it: this move is told by
       // treasury.withdrawal.completed instead.
-      await close(runtime, row, confirmed, OPEN_STATES, 'withdrawal_complete', completionPostings(row), 'treasury.withdrawal.completed', {
+      await close(context, row, confirmed, OPEN_STATES, 'withdrawal_complete', completionPostings(row), 'treasury.withdrawal.completed', {
         txHash: evidence.txHash,
         chainEvidence: evidence,
       })
     } else {
       const failed: repo.WithdrawalRow = { ...row, state: 'failed', failureReason: outcome.reason, closedAt: now }
-      await close(runtime, row, failed, OPEN_STATES, 'withdrawal_fail', returnPostings(row), 'treasury.withdrawal.failed', { reason: outcome.reason })
+      await close(context, row, failed, OPEN_STATES, 'withdrawal_fail', returnPostings(row), 'treasury.withdrawal.failed', { reason: outcome.reason })
     }
   } catch (error) {
     // Another close won (here or on another instance): the withdrawal is terminal, which is what the outcome asks.
@@ -429,72 +353,13 @@ async function applyOutcomeNow(runtime: Runtime, outcome: WithdrawalOutcome): Pr
   }
 }
 
-/** Broadcasts an approved withdrawal, outside any transaction; the adapter is idempotent on the withdrawal id. */
-async function dispatch(runtime: Runtime, row: repo.WithdrawalRecord): Promise<void> {
-  const state = stateOf(runtime)
-  if (state.dispatching.has(row.id)) return
-  state.dispatching.add(row.id)
-  try {
-    const { txHash } = await runtime.chain.submitWithdrawal(outgoingTransfer(row))
-    const now = runtime.clock.now(row.orgId)
-    await runtime.db.transaction(async (tx) => {
-      const submitted = await repo.transition(tx, row.id, ['approved'], { state: 'submitted', txHash, submittedAt: now })
-      if (submitted) await appendEvent(tx, { orgId: row.orgId, type: 'treasury.withdrawal.submitted', data: eventData(submitted, { txHash }), created: now })
-    })
-  } finally {
-    state.dispatching.delete(row.id)
-  }
+export async function getWithdrawal(context: WithdrawalsContext, orgId: string, id: string): Promise<WithdrawalView> {
+  return toWithdrawalView(await requireWithdrawal(context, orgId, id))
 }
 
-const sweeps = new WeakMap<Runtime, DueSweep>()
-
-function dispatchSoon(runtime: Runtime, row: repo.WithdrawalRecord | repo.WithdrawalRow): void {
-  void dispatch(runtime, row as repo.WithdrawalRecord).catch((error: unknown) => {
-    console.error(`withdrawals: broadcasting ${row.id} failed; the sweep retries`, error)
-    sweeps.get(runtime)?.wake(runtime.clock.wallNowMs() + DISPATCH_RETRY_MS)
-  })
-}
-
-/**
- * Broadcasts every approved withdrawal not yet submitted (after a restart, or when a broadcast
- * failed). Answers when to look again: after the retry delay if a broadcast failed or more are
- * waiting than one pass takes, otherwise undefined (the sweep's backstop).
- */
-export async function dispatchApproved(runtime: Runtime): Promise<number | undefined> {
-  const rows = await repo.approvedWithdrawals(runtime.db, DISPATCH_BATCH_MAX)
-  const outcomes = await Promise.allSettled(rows.map((row) => dispatch(runtime, row)))
-  let failed = false
-  for (const outcome of outcomes) {
-    if (outcome.status === 'rejected') {
-      failed = true
-      console.error('withdrawals: a broadcast failed; the next sweep retries', outcome.reason)
-    }
-  }
-  return failed || rows.length === DISPATCH_BATCH_MAX ? runtime.clock.wallNowMs() + DISPATCH_RETRY_MS : undefined
-}
-
-/** Listens to chain outcomes and runs the broadcast sweep until the runtime stops. */
-export function startWithdrawals(runtime: Runtime): void {
-  runtime.chain.onWithdrawalOutcome((outcome) => applyOutcome(runtime, outcome))
-  const sweep = new DueSweep(
-    { name: 'withdrawals', backstopMs: DISPATCH_SWEEP_BACKSTOP_MS, minGapMs: DISPATCH_RETRY_MS, wallNowMs: () => runtime.clock.wallNowMs() },
-    () => dispatchApproved(runtime),
-  )
-  sweeps.set(runtime, sweep)
-  sweep.start()
-  runtime.stoppers.push(async () => {
-    await sweep.stop()
-    await Promise.allSettled([...stateOf(runtime).locks.values()])
-  })
-}
-
-export async function getWithdrawal(runtime: Runtime, orgId: string, id: string): Promise<WithdrawalView> {
-  return toWithdrawalView(await requireWithdrawal(runtime, orgId, id))
-}
-
-export async function listWithdrawals(runtime: Runtime, orgId: string, query: ListWithdrawalsInput): Promise<{ withdrawals: WithdrawalView[]; hasMore: boolean }> {
+export async function listWithdrawals(context: WithdrawalsContext, orgId: string, query: ListWithdrawalsInput): Promise<{ withdrawals: WithdrawalView[]; hasMore: boolean }> {
   const limit = pageLimit(query.limit)
-  const rows = await repo.listWithdrawals(runtime.db, orgId, { accountId: query.accountId, state: query.state, after: query.after, limit: limit + 1 })
+  const rows = await repo.listWithdrawals(context.db, orgId, { accountId: query.accountId, state: query.state, after: query.after, limit: limit + 1 })
   const page = onePage(rows, limit, toWithdrawalView)
   return { withdrawals: page.items, hasMore: page.hasMore }
 }
