@@ -1,4 +1,4 @@
-import { and, eq, ne, or } from 'drizzle-orm'
+import { and, eq, inArray, ne, or } from 'drizzle-orm'
 import type { Database } from '../../db/client.ts'
 import { holds, ledgerBalances } from '../../db/schema/index.ts'
 import { assert, AssertionError } from '../lib/assert.ts'
@@ -23,6 +23,13 @@ export interface LedgerOptions {
   /** Operations a batch sent behind another must carry (see `WriterOptions.pipelineMinOperations`); 1 when not given. */
   pipelineMinOperations?: number
   policies?: Readonly<Record<AssetCode, AssetPolicy>>
+  /**
+   * A precondition on the organization of every operation, checked before anything is reserved:
+   * it throws (an `ApiError`) to refuse. Cluster mode refuses an organization this instance does
+   * not own (docs/scale-out.md), so that such an operation never joins a batch, where its refusal
+   * at the commit would fail the operations behind it too.
+   */
+  admit?: (orgId: string) => void
 }
 
 const DEFAULT_BATCH_MAX = 256
@@ -51,7 +58,10 @@ export class Ledger {
       pipelineMinOperations: options.pipelineMinOperations ?? 1,
     })
     this.policies = options.policies ?? DEFAULT_ASSET_POLICIES
+    this.admit = options.admit
   }
+
+  private readonly admit: ((orgId: string) => void) | undefined
 
   /**
    * Rebuilds what memory must hold before serving: the system accounts' balances, every account
@@ -85,6 +95,50 @@ export class Ledger {
     }
   }
 
+  /**
+   * Forgets what memory holds of these organizations (their accounts, balances and pending
+   * holds), as if this process had never touched them: another process now decides for them, and
+   * what it commits would make this memory stale.
+   */
+  forgetOrganizations(orgIds: ReadonlySet<string>): void {
+    this.accounts.forgetOrganizations(orgIds)
+    this.balances.forgetOrganizations(orgIds)
+    this.pendingHolds.forgetOrganizations(orgIds)
+  }
+
+  /**
+   * Rebuilds these organizations' memory from Postgres as `load` does for all at a start (system
+   * balances, accounts holding funds in `held` or `in_flight`, pending holds), after forgetting
+   * what was there. Called when this process becomes the one that decides for them; nothing of
+   * theirs may be on its way to the writer meanwhile.
+   */
+  async loadOrganizations(orgIds: readonly string[]): Promise<void> {
+    this.forgetOrganizations(new Set(orgIds))
+    for (let start = 0; start < orgIds.length; start += 1000) {
+      const chunk = orgIds.slice(start, start + 1000)
+      for (const row of await this.db.select().from(ledgerBalances).where(and(eq(ledgerBalances.kind, 'system'), inArray(ledgerBalances.orgId, chunk)))) this.balances.loadIfAbsent(row)
+      const reserving = await this.db
+        .selectDistinct({ accountId: ledgerBalances.accountId })
+        .from(ledgerBalances)
+        .where(and(inArray(ledgerBalances.orgId, chunk), eq(ledgerBalances.kind, 'customer'), or(ne(ledgerBalances.held, 0n), ne(ledgerBalances.inFlight, 0n))))
+      await this.accounts.loadMany(reserving.map((row) => row.accountId))
+      for (const row of await this.db.select().from(holds).where(and(eq(holds.state, 'pending'), inArray(holds.orgId, chunk)))) {
+        this.pendingHolds.set(
+          row.id,
+          newPendingHold({
+            id: row.id,
+            orgId: row.orgId,
+            accountId: row.accountId,
+            asset: row.asset,
+            amountMinor: row.amount,
+            expiresAtMs: row.expiresAt.getTime(),
+            createdAtMs: row.createdAt.getTime(),
+          }),
+        )
+      }
+    }
+  }
+
   policy(asset: AssetCode): AssetPolicy {
     return this.policies[asset]
   }
@@ -99,6 +153,7 @@ export class Ledger {
    * checked before must be checked in the same synchronous step that calls this.
    */
   submit(op: LedgerOperation): Promise<void> {
+    this.admit?.(op.orgId)
     assertZeroSum(op.postings)
     if (op.recordedByPayment) assertReservationRecord(op)
     const deltas = deltasOf(op.orgId, op.postings, 1n)
@@ -128,6 +183,7 @@ export class Ledger {
     assert(ops.length > 0, 'a bundle has at least one operation')
     assert(guardedWrites.length > 0, 'a bundle has a guarded write that decides whether it commits')
     const deltas = new Map<string, BalanceDelta>()
+    for (const op of ops) this.admit?.(op.orgId)
     for (const op of ops) {
       assert(op.recordedByPayment !== true && op.idempotencyRecord === undefined && op.guardedWrites === undefined, 'a bundled operation is a plain movement')
       assertZeroSum(op.postings)

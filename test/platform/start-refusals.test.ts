@@ -84,10 +84,10 @@ describe('a start refused before it creates or prints anything', () => {
     }
   }, SPAWN_TEST_TIMEOUT_MS)
 
-  test('KASSA_CLUSTER=1 is a configuration error: cluster mode is not built, so no second writer starts', async () => {
-    const refused = await refusedStart({ DATABASE_URL: '', KASSA_CLUSTER: '1', DATA_DIR: join(scratch, 'cluster') })
+  test('KASSA_CLUSTER=1 on the embedded database is a configuration error: there is no database to share', async () => {
+    const refused = await refusedStart({ DATABASE_URL: '', KASSA_CLUSTER: '1', KASSA_CLUSTER_SECRET: 'cluster-secret-0123456789abcdef0123456789', DATA_DIR: join(scratch, 'cluster') })
     expect(refused.code).toBe(2)
-    expectOneClearLine(refused.stderr, 'configuration error', 'KASSA_CLUSTER', 'not available')
+    expectOneClearLine(refused.stderr, 'configuration error', 'KASSA_CLUSTER', 'DATABASE_URL')
     expect(existsSync(join(scratch, 'cluster'))).toBe(false)
   }, SPAWN_TEST_TIMEOUT_MS)
 })
