@@ -67,5 +67,5 @@ export const chainWithdrawals = pgTable(
     /** When the outcome listener finished with the outcome; until then it is delivered again. */
     acknowledgedAt: at('acknowledged_at'),
   },
-  (table) => [index('chain_withdrawals_open_idx').on(table.state, table.acknowledgedAt)],
+  (table) => [index('chain_withdrawals_open_idx').on(table.state, table.acknowledgedAt), index('chain_withdrawals_org_idx').on(table.orgId, table.state)],
 )

@@ -104,8 +104,9 @@ export const holds = pgTable(
     closedAt: at('closed_at'),
   },
   // A hold is read by id (its organization checked on the row); only pending holds are looked up by
-  // state (at start), so only they are in that index.
-  (table) => [index('holds_pending_idx').on(table.state).where(sql`${table.state} = 'pending'`)],
+  // anything else (at start, and an organization's when an instance takes it over), so only they
+  // are in that index, keyed by organization (migration 0051).
+  (table) => [index('holds_pending_org_idx').on(table.orgId).where(sql`${table.state} = 'pending'`)],
 )
 
 export const transfers = pgTable(

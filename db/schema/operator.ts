@@ -26,5 +26,5 @@ export const operatorActions = pgTable(
     detail: jsonb('detail').$type<Record<string, unknown>>().notNull(),
     createdAt: timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull(),
   },
-  (table) => [index('operator_actions_target_idx').on(table.targetId)],
+  (table) => [index('operator_actions_target_idx').on(table.targetId), index('operator_actions_org_idx').on(table.orgId, table.id)],
 )

@@ -62,7 +62,8 @@ export const webhookDeliveries = pgTable(
   (table) => [
     uniqueIndex('webhook_deliveries_event_webhook_unique').on(table.eventId, table.webhookId),
     index('webhook_deliveries_due_idx').on(table.nextAttemptAt).where(sql`status in ('pending', 'retrying')`),
-    index('webhook_deliveries_webhook_idx').on(table.webhookId).where(sql`status in ('pending', 'retrying')`),
+    // An endpoint's open deliveries, cancelled when it is deleted (migration 0051).
+    index('webhook_deliveries_open_idx').on(table.orgId, table.webhookId).where(sql`status in ('pending', 'retrying')`),
   ],
 )
 

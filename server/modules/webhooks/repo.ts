@@ -54,11 +54,11 @@ export async function updateWebhook(executor: Executor, orgId: string, id: strin
 }
 
 /** Scheduled and pending deliveries of a deleted endpoint end as failed; none will be attempted. */
-export async function cancelOpenDeliveries(executor: Executor, webhookId: string): Promise<number> {
+export async function cancelOpenDeliveries(executor: Executor, orgId: string, webhookId: string): Promise<number> {
   const rows = await executor
     .update(webhookDeliveries)
     .set({ status: 'failed', nextAttemptAt: null, lastError: 'endpoint_deleted' })
-    .where(and(eq(webhookDeliveries.webhookId, webhookId), inArray(webhookDeliveries.status, ['pending', 'retrying'])))
+    .where(and(eq(webhookDeliveries.orgId, orgId), eq(webhookDeliveries.webhookId, webhookId), inArray(webhookDeliveries.status, ['pending', 'retrying'])))
     .returning({ id: webhookDeliveries.id })
   return rows.length
 }

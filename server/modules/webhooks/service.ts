@@ -78,7 +78,7 @@ export async function deleteWebhook(runtime: Runtime, orgId: string, id: string)
   const deleted = await runtime.db.transaction(async (tx) => {
     const row = await repo.updateWebhook(tx, orgId, id, { deletedAt: runtime.clock.now(orgId) })
     if (!row) return false
-    await repo.cancelOpenDeliveries(tx, id)
+    await repo.cancelOpenDeliveries(tx, orgId, id)
     return true
   })
   if (!deleted) throw notFound('webhook endpoint')
