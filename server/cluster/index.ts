@@ -68,7 +68,6 @@ export async function openCluster(config: ClusterConfig, databaseUrl: string): P
   const partitionCount = settings!.partition_count
   let serving: ClusterServing | undefined
   let listener: ReturnType<typeof Bun.serve> | undefined
-  let address = ''
   const log = (line: string) => (serving ? serving.log(line) : console.error(line))
 
   const orgsIn = async (partitions: readonly number[]): Promise<string[]> => {
@@ -78,7 +77,7 @@ export async function openCluster(config: ClusterConfig, databaseUrl: string): P
   }
   const leases = new Leases(
     sql,
-    { instanceId, address: '', ttlMs: config.leaseTtlMs, heartbeatMs: config.heartbeatMs, partitionCount },
+    { instanceId, ttlMs: config.leaseTtlMs, heartbeatMs: config.heartbeatMs, partitionCount },
     {
       async load(partitions) {
         const orgIds = await orgsIn(partitions)
@@ -130,10 +129,8 @@ export async function openCluster(config: ClusterConfig, databaseUrl: string): P
         },
       })
       const advertised = config.internalHost ?? (host === '0.0.0.0' || host === '::' ? hostname() : host)
-      address = `${advertised}:${listener.port}`
-      ;(leases.options as { address: string }).address = address
-      await leases.beat()
-      leases.start()
+      const address = `${advertised}:${listener.port}`
+      leases.start(address)
       return { address }
     },
     async stop() {

@@ -19,8 +19,6 @@ export interface PartitionView {
 
 export interface LeaseOptions {
   instanceId: string
-  /** Where peers reach this server's internal listener (`host:port`). */
-  address: string
   ttlMs: number
   heartbeatMs: number
   partitionCount: number
@@ -57,6 +55,8 @@ export class Leases {
   private beating: Promise<void> | undefined
   private stopped = false
   private liveMembers = 1
+  /** Where peers reach this server's internal listener (`host:port`), written with each heartbeat. */
+  private address = ''
 
   constructor(
     private readonly sql: postgres.Sql,
@@ -86,7 +86,9 @@ export class Leases {
     return out
   }
 
-  start(): void {
+  /** Begins the heartbeat, announcing `address` as this server's internal listener. */
+  start(address: string): void {
+    this.address = address
     this.schedule(0)
   }
 
@@ -95,10 +97,22 @@ export class Leases {
     if (this.beating === undefined && !this.stopped) this.schedule(0)
   }
 
-  /** One heartbeat, now (after any running). */
+  /**
+   * One heartbeat, now (after any running). One that has not ended within the lease time is no
+   * longer waited for (a connection black-holed): its leases have lapsed meanwhile, so nothing is
+   * served until a later heartbeat renews them, and that one is not kept waiting behind it.
+   */
   async beat(): Promise<void> {
     while (this.beating !== undefined) await this.beating
-    this.beating = this.beatOnce().finally(() => {
+    let timer: ReturnType<typeof setTimeout> | undefined
+    const abandoned = new Promise<void>((resolve) => {
+      timer = setTimeout(() => {
+        this.hooks.log(`cluster: a heartbeat took longer than the lease time (${this.options.ttlMs} ms); not waiting for it`)
+        resolve()
+      }, this.options.ttlMs)
+    })
+    this.beating = Promise.race([this.beatOnce(), abandoned]).finally(() => {
+      clearTimeout(timer)
       this.beating = undefined
     })
     await this.beating
@@ -132,7 +146,8 @@ export class Leases {
 
   private async beatOnce(): Promise<void> {
     if (this.stopped) return
-    const { instanceId, address } = this.options
+    const { instanceId } = this.options
+    const address = this.address
     const sentAt = performance.now()
     await this.sql`insert into cluster_members (instance_id, internal_address, heartbeat_at) values (${instanceId}, ${address}, now())
       on conflict (instance_id) do update set internal_address = excluded.internal_address, heartbeat_at = excluded.heartbeat_at`

@@ -128,13 +128,13 @@ test.skipIf(!onPostgres)('an owner stopped (SIGSTOP) until its lease is taken ca
     call(sleeper.server.baseUrl, key, 'POST', '/v1/transfers', { sourceAccountId: payer, destinationAccountId: payee, asset: 'USDC', amount: '1' }, { 'idempotency-key': `s-${Math.random().toString(36).slice(2)}` }),
   )
   sleeper.server.child.kill('SIGSTOP')
-  const taken = await eventually(
+  const taken = (await eventually(
     async () => {
       const now = await table!.ownerOf(orgId)
       return now.holder !== sleeper.id && now.live && now.epoch > before.epoch ? now : undefined
     },
     { what: 'the stopped owner’s partition taken by another server', timeoutMs: 30_000, intervalMs: 50 },
-  )
+  ))!
   // Served by the new owner meanwhile.
   const deadline = performance.now() + 60_000
   const pickOther = () => others[Math.floor(Math.random() * others.length)]!.server.baseUrl

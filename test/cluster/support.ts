@@ -77,7 +77,7 @@ export function clusterTable(databaseUrl: string) {
 
 /** Waits until every partition is held by one of `ids` with a live lease, spread as the fair share allows. */
 export async function waitForSpread(table: ReturnType<typeof clusterTable>, ids: readonly string[], timeoutMs = 30_000): Promise<Record<string, number>> {
-  return eventually(
+  const settled = await eventually(
     async () => {
       const spread = await table.spread()
       const fair = Math.ceil(64 / ids.length)
@@ -86,6 +86,7 @@ export async function waitForSpread(table: ReturnType<typeof clusterTable>, ids:
     },
     { what: `every partition held by ${ids.join(', ')}`, timeoutMs, intervalMs: 100 },
   )
+  return settled!
 }
 
 /** Waits until a read of the account answers 200 through every server (its owner has loaded it). */

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { createTestDatabase, onPostgres, type TestDatabase } from '../support/db.ts'
+import { spawnServerProcess } from '../support/server-process.ts'
 import { available, call, clusterTable, OPERATOR_TOKEN, startMember, waitForSpread, waitServed, type Member } from './support.ts'
 
 // Three real servers in cluster mode on one fresh Postgres database (the embedded database has no
@@ -110,4 +111,18 @@ test.skipIf(!onPostgres)('a partner request through a server that does not own t
   const refused = await call(`http://${internal}`, key, 'GET', `/v1/accounts/${payer}/balances`)
   expect(refused.status).toBe(401)
   expect(refused.body.error.code).toBe('authentication_error')
+}, 60_000)
+
+test.skipIf(!onPostgres)('a server without cluster mode is refused on a database the cluster serves, naming a member', async () => {
+  const child = spawnServerProcess({ DATABASE_URL: database!.databaseUrl!, OPERATOR_TOKEN, WEBHOOK_DELIVERY_PROCESS: 'false' })
+  // One that starts after all is stopped, so the test fails rather than waits.
+  const stop = setTimeout(() => child.kill(9), 30_000)
+  const [out, err, code] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited])
+  clearTimeout(stop)
+  expect(code).toBe(1)
+  expect(err).toContain('a Kassa cluster already serves this database')
+  expect(err).toContain('KASSA_CLUSTER=1')
+  expect(out).not.toContain('listening on')
+  // The members keep serving.
+  for (const baseUrl of urls()) expect((await fetch(`${baseUrl}/health`)).status).toBe(200)
 }, 60_000)
