@@ -156,3 +156,28 @@ test.skipIf(!onPostgres)('an owner stopped (SIGSTOP) until its lease is taken ca
   await transferOnce(() => sleeper.server.baseUrl, performance.now() + 30_000)
   await expectExactlyOnce()
 }, 180_000)
+
+test.skipIf(!onPostgres)('a server joining under load takes its share of partitions from the others: nothing lost, nothing applied twice', async () => {
+  const deadline = performance.now() + 120_000
+  let round = 0
+  const pick = () => {
+    const live = alive()
+    return live[round++ % live.length]!.server.baseUrl
+  }
+  let joined = false
+  const workers = Array.from({ length: 4 }, async () => {
+    // Until the new server holds its share, and then ten more each.
+    let after = 0
+    while (after < 10) {
+      await transferOnce(pick, deadline)
+      if (joined) after += 1
+    }
+  })
+  const joiner = await startMember(database!.databaseUrl!, 'd')
+  members.push(joiner)
+  await waitForSpread(table!, alive().map((member) => member.id))
+  joined = true
+  await Promise.all(workers)
+  console.log(`cluster rebalance: partitions per server after the join: ${JSON.stringify(await table!.spread())}`)
+  await expectExactlyOnce()
+}, 180_000)
