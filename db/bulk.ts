@@ -190,6 +190,17 @@ const PARAMETER_MARK = '\u0001'
  */
 export const jsonParameter = (name: string) => `${PARAMETER_MARK}${name}${PARAMETER_MARK}::jsonb`
 
+/**
+ * SQL naming a parameter of a multi-part statement that is not read as jsonb: its SQL decides its
+ * type. Its value is given as a `ParameterText`, sent as it is.
+ */
+export const textParameter = (name: string) => `${PARAMETER_MARK}${name}${PARAMETER_MARK}`
+
+/** A parameter's value sent as it is, where other values are sent as their JSON. */
+export class ParameterText {
+  constructor(readonly text: string) {}
+}
+
 /** A statement ready for the driver: its text with numbered parameters, and their values. */
 export interface TextStatement {
   text: string
@@ -288,7 +299,8 @@ export function jsonStatement(marked: string, values: Record<string, unknown>): 
 export function statementWith({ text, names }: NumberedText, values: Record<string, unknown>): TextStatement {
   const params = names.map((name) => {
     assert(name in values, `the statement reads a parameter ${name} it was not given`)
-    return JSON.stringify(values[name])
+    const value = values[name]
+    return value instanceof ParameterText ? value.text : JSON.stringify(value)
   })
   return { text, params }
 }

@@ -3,6 +3,11 @@ import { join } from 'node:path'
 import type { Config } from './config.ts'
 import { openDatabase, runMigrations, type Database, type DatabaseHandle } from '../db/client.ts'
 import { openLedger, type Ledger } from './ledger/ledger.ts'
+import { depositWriteSets } from './modules/deposits/write-sets.ts'
+import { eventWriteSets } from './modules/events/write-sets.ts'
+import { holdWriteSets, pendingHoldsToLoad } from './modules/holds/write-sets.ts'
+import { paymentWriteSets } from './modules/payments/write-sets.ts'
+import { transferWriteSets } from './modules/transfers/write-sets.ts'
 import { randomToken } from './lib/hash.ts'
 import { hexToBytes } from '@noble/hashes/utils.js'
 import type { ChainAdapter } from './modules/chain/adapter.ts'
@@ -89,13 +94,23 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
   loopLag.start()
   const cluster = config.cluster !== undefined && config.databaseUrl !== undefined ? await openCluster(config.cluster, config.databaseUrl) : undefined
   const ledger = await openLedger(db, {
+    // Cluster mode: an operation for an organization this server does not own is refused before it
+    // is reserved, and a commit lands only while this server still holds the organization's lease.
     admit: cluster?.admit,
+    fence: cluster?.fence,
     groupCommit: config.groupCommit,
     writerDb: database.writer,
     // PGlite runs in process: nothing to overlap.
     pipelineDepth: database.kind === 'postgres' ? config.ledgerPipelineDepth : 1,
     pipelineMinOperations: config.ledgerPipelineMinOperations,
+    pendingHolds: pendingHoldsToLoad,
   })
+  // The tables each module commits with its money (the ledger knows none of them).
+  ledger.registerWriteSets(holdWriteSets)
+  ledger.registerWriteSets(transferWriteSets)
+  ledger.registerWriteSets(paymentWriteSets)
+  ledger.registerWriteSets(depositWriteSets)
+  ledger.registerWriteSets(eventWriteSets)
   const addresses = new AddressDeriver(hexToBytes(config.depositKeySeedHex))
   const runtime: Runtime = {
     config,

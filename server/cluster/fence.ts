@@ -1,8 +1,9 @@
+import type { CommitFence } from '../ledger/fence.ts'
 import { partitionOf } from './partitions.ts'
 
 /**
- * The commit fence this cluster gives the ledger (the ledger's `CommitFence`: a SQL condition
- * that every batch and transaction must satisfy to commit, and its parameter per batch). A batch
+ * The commit fence this cluster gives the ledger (`CommitFence`: a SQL condition that every batch
+ * and transaction must satisfy to commit, and its parameter per batch). A batch
  * commits only while this server still holds, at the epoch it took them with, the partition of
  * every organization the batch writes for.
  *
@@ -12,12 +13,7 @@ import { partitionOf } from './partitions.ts'
  * batch of the former holder commits any more, and the taker's load of the organizations from
  * the database, which begins after its update, sees every batch that did.
  */
-export interface ClusterFence {
-  readonly condition: string
-  parameter(orgIds: ReadonlySet<string>): string
-}
-
-export function clusterFence(instanceId: string, partitionCount: number, epochOf: (partition: number) => bigint | undefined): ClusterFence {
+export function clusterFence(instanceId: string, partitionCount: number, epochOf: (partition: number) => bigint | undefined): CommitFence {
   // The instance id is checked at configuration (letters, digits and . _ : -), or made here; quoted all the same.
   const holder = `'${instanceId.replaceAll("'", "''")}'`
   return {

@@ -8,7 +8,8 @@ import { newId } from '../lib/ids.ts'
 import type { Ledger } from '../ledger/ledger.ts'
 import { errorResponse } from '../platform/errors.ts'
 import type { KeyCache } from '../platform/key-cache.ts'
-import { clusterFence, type ClusterFence } from './fence.ts'
+import type { CommitFence } from '../ledger/fence.ts'
+import { clusterFence } from './fence.ts'
 import { clusterGate, secretMatches, SECRET_HEADER, type Gate } from './forward.ts'
 import { Leases } from './leases.ts'
 import { partitionOf } from './partitions.ts'
@@ -40,7 +41,7 @@ export interface ClusterNode {
   /** Refuses, before anything is reserved, an operation for an organization this server does not serve. */
   admit(orgId: string): void
   /** The ledger's commit fence. */
-  readonly fence: ClusterFence
+  readonly fence: CommitFence
   /** In front of the app: a Response (forwarded, or refused) or undefined (answered here). */
   readonly gate: Gate
   readonly leases: Leases

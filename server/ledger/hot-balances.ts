@@ -77,6 +77,19 @@ export function deltasOf(orgId: string, postings: readonly Posting[], sign: bigi
   return into
 }
 
+/** Adds an operation's deltas (as reserved, one per balance) into a running sum per balance. */
+export function addDeltas(into: Map<string, BalanceDelta>, deltas: ReadonlyMap<string, BalanceDelta>): void {
+  for (const [key, delta] of deltas) {
+    const sum = into.get(key)
+    if (sum === undefined) into.set(key, { ...delta })
+    else {
+      sum.available += delta.available
+      sum.held += delta.held
+      sum.inFlight += delta.inFlight
+    }
+  }
+}
+
 /** Double entry: the legs of one movement cancel out in every asset. */
 export function assertZeroSum(postings: readonly Posting[]): void {
   // Nearly every movement is in one asset: its sum is kept apart, other assets in a map.

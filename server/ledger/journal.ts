@@ -36,13 +36,22 @@ export const JOURNAL_COUNTS: SQL = sql`select
   (select coalesce(sum(cardinality(amounts)), 0) from ledger_movements) + 2 * reservations.count as postings
   from (select count(*) as count from payments p where ${RECORDS_ITS_RESERVATION}) as reservations`
 
+/** What the row recording a reservation holds (the rows of write sets taking `recordingMovement` operations). */
+export interface ReservationRecord {
+  orgId: string
+  accountId: string
+  asset: string
+  amount: bigint
+  holdId: string | null
+}
+
 /**
  * An operation whose movement its payment row records must carry exactly what that row implies:
  * one payment holding a hold, and two legs moving its amount from the account's available to its
  * held. Anything else would make the derived journal differ from what memory and the balances did.
  */
-export function assertReservationRecord(op: LedgerOperation): void {
-  const payment = op.payments?.length === 1 ? op.payments[0] : undefined
+export function assertReservationRecord(op: LedgerOperation, records: ReadonlyArray<Partial<ReservationRecord>>): void {
+  const payment = records.length === 1 ? records[0] : undefined
   assert(payment !== undefined && typeof payment.holdId === 'string' && typeof payment.amount === 'bigint', 'a reservation recorded by its payment has one payment row with a hold and an amount')
   const [from, to] = op.postings
   assert(

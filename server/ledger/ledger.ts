@@ -1,15 +1,18 @@
 import { and, eq, inArray, ne, or } from 'drizzle-orm'
 import type { Database } from '../../db/client.ts'
-import { holds, ledgerBalances } from '../../db/schema/index.ts'
+import { ledgerBalances } from '../../db/schema/index.ts'
 import { assert, AssertionError } from '../lib/assert.ts'
 import { ApiError } from '../lib/errors.ts'
 import type { AssetCode } from '../lib/assets.ts'
 import { AccountDirectory } from './accounts.ts'
 import { assertZeroSum, deltasOf, HotBalances, type BalanceDelta, type HotBalance } from './hot-balances.ts'
 import { assertReservationRecord } from './journal.ts'
-import { newPendingHold, PendingHolds, type PendingHold } from './pending-holds.ts'
+import { newPendingHold, PendingHolds, type PendingHold, type PendingHoldFields } from './pending-holds.ts'
 import { DEFAULT_ASSET_POLICIES, type AssetPolicy } from './policy.ts'
-import { GroupCommitWriter, type GuardedWrite, type LedgerOperation } from './writer.ts'
+import type { CommitFence } from './fence.ts'
+import type { GuardedWrite, LedgerOperation } from './operation.ts'
+import { GroupCommitWriter } from './writer.ts'
+import { WriteSetRegistry, type WriteSet } from './write-sets.ts'
 
 export type { PendingHold }
 
@@ -30,6 +33,14 @@ export interface LedgerOptions {
    * at the commit would fail the operations behind it too.
    */
   admit?: (orgId: string) => void
+  /** A precondition every commit checks with its writes (see `CommitFence`); none when not given. */
+  fence?: CommitFence
+  /**
+   * The pending holds to hold in memory from the start (of these organizations when `orgIds` is
+   * given: `loadOrganizations`), read from where the module that keeps them stores them (the ledger
+   * knows no feature table); none when not given.
+   */
+  pendingHolds?: (db: Database, orgIds?: readonly string[]) => Promise<PendingHoldFields[]>
 }
 
 const DEFAULT_BATCH_MAX = 256
@@ -46,17 +57,21 @@ export class Ledger {
   readonly writer: GroupCommitWriter
   readonly policies: Readonly<Record<AssetCode, AssetPolicy>>
 
+  private readonly pendingHoldsToLoad: LedgerOptions['pendingHolds']
+
   constructor(
     readonly db: Database,
     options: LedgerOptions,
   ) {
+    this.pendingHoldsToLoad = options.pendingHolds
     this.accounts = new AccountDirectory(db, this.balances)
     this.writer = new GroupCommitWriter(db, options.writerDb ?? db, this.balances, {
       groupCommit: options.groupCommit,
       batchMax: options.batchMax ?? DEFAULT_BATCH_MAX,
       pipelineDepth: options.pipelineDepth ?? 1,
       pipelineMinOperations: options.pipelineMinOperations ?? 1,
-    })
+      fence: options.fence,
+    }, new WriteSetRegistry())
     this.policies = options.policies ?? DEFAULT_ASSET_POLICIES
     this.admit = options.admit
   }
@@ -79,20 +94,16 @@ export class Ledger {
       .from(ledgerBalances)
       .where(and(eq(ledgerBalances.kind, 'customer'), or(ne(ledgerBalances.held, 0n), ne(ledgerBalances.inFlight, 0n))))
     await this.accounts.loadMany(reserving.map((row) => row.accountId))
-    for (const row of await this.db.select().from(holds).where(eq(holds.state, 'pending'))) {
-      this.pendingHolds.set(
-        row.id,
-        newPendingHold({
-          id: row.id,
-          orgId: row.orgId,
-          accountId: row.accountId,
-          asset: row.asset,
-          amountMinor: row.amount,
-          expiresAtMs: row.expiresAt.getTime(),
-          createdAtMs: row.createdAt.getTime(),
-        }),
-      )
-    }
+    for (const fields of (await this.pendingHoldsToLoad?.(this.db)) ?? []) this.pendingHolds.set(fields.id, newPendingHold(fields))
+  }
+
+  /**
+   * A module's write sets: the tables it commits with its money, and how (see `WriteSet`). Each
+   * module registers its own when the ledger is built; an operation carrying rows of a field no
+   * write set takes is refused before anything is reserved.
+   */
+  registerWriteSets(sets: readonly WriteSet[]): void {
+    this.writer.writeSets.register(sets)
   }
 
   /**
@@ -122,20 +133,7 @@ export class Ledger {
         .from(ledgerBalances)
         .where(and(inArray(ledgerBalances.orgId, chunk), eq(ledgerBalances.kind, 'customer'), or(ne(ledgerBalances.held, 0n), ne(ledgerBalances.inFlight, 0n))))
       await this.accounts.loadMany(reserving.map((row) => row.accountId))
-      for (const row of await this.db.select().from(holds).where(and(eq(holds.state, 'pending'), inArray(holds.orgId, chunk)))) {
-        this.pendingHolds.set(
-          row.id,
-          newPendingHold({
-            id: row.id,
-            orgId: row.orgId,
-            accountId: row.accountId,
-            asset: row.asset,
-            amountMinor: row.amount,
-            expiresAtMs: row.expiresAt.getTime(),
-            createdAtMs: row.createdAt.getTime(),
-          }),
-        )
-      }
+      for (const fields of (await this.pendingHoldsToLoad?.(this.db, chunk)) ?? []) this.pendingHolds.set(fields.id, newPendingHold(fields))
     }
   }
 
@@ -154,8 +152,9 @@ export class Ledger {
    */
   submit(op: LedgerOperation): Promise<void> {
     this.admit?.(op.orgId)
+    this.writer.writeSets.assertCarried(op)
     assertZeroSum(op.postings)
-    if (op.recordedByPayment) assertReservationRecord(op)
+    if (op.recordedByPayment) assertReservationRecord(op, this.writer.writeSets.movementRecords(op))
     const deltas = deltasOf(op.orgId, op.postings, 1n)
     this.assertResident(deltas)
     const overdraft = this.balances.overdraftIn(deltas)
@@ -186,6 +185,7 @@ export class Ledger {
     for (const op of ops) this.admit?.(op.orgId)
     for (const op of ops) {
       assert(op.recordedByPayment !== true && op.idempotencyRecord === undefined && op.guardedWrites === undefined, 'a bundled operation is a plain movement')
+      this.writer.writeSets.assertCarried(op)
       assertZeroSum(op.postings)
       deltasOf(op.orgId, op.postings, 1n, deltas)
     }

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { sql } from 'drizzle-orm'
 import { queryRows } from '../../db/client.ts'
-import { eventRow } from '../../server/ledger/events.ts'
+import { eventRow } from '../../server/modules/events/write-sets.ts'
 import { SYSTEM_ACCOUNTS } from '../../server/ledger/hot-balances.ts'
 import { CommitFailedError, IdempotencyKeyTaken, OperationWithdrawn, type LedgerOperation } from '../../server/ledger/writer.ts'
 import { ApiError } from '../../server/lib/errors.ts'

@@ -1,4 +1,4 @@
-import { eventRow } from '../../ledger/events.ts'
+import { eventRow } from '../events/write-sets.ts'
 import { SYSTEM_ACCOUNTS, type HotBalance } from '../../ledger/hot-balances.ts'
 import type { LedgerOperation } from '../../ledger/writer.ts'
 import { ApiError } from '../../lib/errors.ts'

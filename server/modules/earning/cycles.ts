@@ -1,6 +1,6 @@
 import type { Database } from '../../../db/client.ts'
 import type { Ledger } from '../../ledger/ledger.ts'
-import type { EventRow } from '../../ledger/writer.ts'
+import type { EventRow } from '../events/write-sets.ts'
 import { ApiError } from '../../lib/errors.ts'
 import { newId } from '../../lib/ids.ts'
 import { formatAmount } from '../../lib/money.ts'

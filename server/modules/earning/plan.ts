@@ -1,4 +1,5 @@
-import type { EventRow, LedgerOperation } from '../../ledger/writer.ts'
+import type { LedgerOperation } from '../../ledger/writer.ts'
+import type { EventRow } from '../events/write-sets.ts'
 import { COUNTERPARTY_PREFIX, SYSTEM_ACCOUNTS, type Posting } from '../../ledger/hot-balances.ts'
 import { newId } from '../../lib/ids.ts'
 import { feeFor, remainderIndexOf, sharesFor, splitByWeight, valueOf } from '../vaults/prices.ts'

@@ -1,6 +1,6 @@
 import type { Posting } from '../../ledger/hot-balances.ts'
 import type { PendingHold } from '../../ledger/ledger.ts'
-import type { HoldRow } from '../../ledger/writer.ts'
+import type { HoldRow } from './write-sets.ts'
 import { ApiError } from '../../lib/errors.ts'
 import type { Runtime } from '../../runtime.ts'
 import { findHold, type HoldRecord } from './repo.ts'
