@@ -131,7 +131,7 @@ export async function openCluster(config: ClusterConfig, databaseUrl: string): P
       })
       const advertised = config.internalHost ?? (host === '0.0.0.0' || host === '::' ? hostname() : host)
       const address = `${advertised}:${listener.port}`
-      leases.start(address)
+      await leases.start(address)
       return { address }
     },
     async stop() {

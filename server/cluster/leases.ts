@@ -55,6 +55,7 @@ export class Leases {
   private beating: Promise<void> | undefined
   private stopped = false
   private liveMembers = 1
+  private readonly loads = new Set<Promise<void>>()
   /** Where peers reach this server's internal listener (`host:port`), written with each heartbeat. */
   private address = ''
 
@@ -86,10 +87,15 @@ export class Leases {
     return out
   }
 
-  /** Begins the heartbeat, announcing `address` as this server's internal listener. */
-  start(address: string): void {
+  /**
+   * Announces `address` as this server's internal listener, takes its first partitions and loads
+   * them (a server alone on its database serves from the moment it listens), then begins the heartbeat.
+   */
+  async start(address: string): Promise<void> {
     this.address = address
-    this.schedule(0)
+    await this.beat()
+    await this.loaded()
+    this.schedule(this.options.heartbeatMs)
   }
 
   /** Asks for a heartbeat now (a lease found stale while serving). */
@@ -212,7 +218,7 @@ export class Leases {
     for (const row of rows) this.held.set(row.partition, { epoch: BigInt(row.epoch), state: 'loading' })
     this.hooks.log(`cluster: took partitions ${partitions.join(', ')}`)
     // Loaded beside the heartbeat, which keeps renewing their leases meanwhile.
-    void this.hooks
+    const loading = this.hooks
       .load(partitions)
       .then(() => {
         for (const row of rows) {
@@ -229,6 +235,13 @@ export class Leases {
         }
         void this.release(partitions).catch(() => {})
       })
+      .finally(() => this.loads.delete(loading))
+    this.loads.add(loading)
+  }
+
+  /** Resolves once the partitions taken so far are loaded (or given back): a server starting waits for it before it listens. */
+  async loaded(): Promise<void> {
+    while (this.loads.size > 0) await Promise.all(this.loads)
   }
 
   /** Gives back the highest-numbered serving partitions over the fair share. */

@@ -92,11 +92,13 @@ export async function waitForSpread(table: ReturnType<typeof clusterTable>, ids:
 /** Waits until a read of the account answers 200 through every server (its owner has loaded it). */
 export async function waitServed(baseUrls: readonly string[], key: string, accountId: string, timeoutMs = 30_000): Promise<void> {
   for (const baseUrl of baseUrls) {
-    await eventually(async () => (await call(baseUrl, key, 'GET', `/v1/accounts/${accountId}/balances`)).status === 200, {
-      what: `the account served through ${baseUrl}`,
-      timeoutMs,
-      intervalMs: 50,
-    })
+    await eventually(
+      async () => {
+        const answer = await call(baseUrl, key, 'GET', `/v1/accounts/${accountId}/balances`)
+        return answer.status === 200 ? true : answer
+      },
+      { what: `the account served through ${baseUrl}`, timeoutMs, intervalMs: 50, accept: (value) => value === true },
+    )
   }
 }
 
