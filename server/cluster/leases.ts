@@ -43,7 +43,7 @@ export interface LeaseHooks {
  * commit), or giving back those over the share: they stop being served at once (requests for them
  * are answered 503 until the taker serves them), the writer drains them, and the lease is released.
  *
- * A lease counts as this server's only until `validUntil`: the time its last renewal was sent plus
+ * A lease counts as this server's only until `validUntil`: the time its latest renewal was sent plus
  * the lease time, on this process's monotonic clock. A process stopped for longer (SIGSTOP, a long
  * pause) stops serving the moment it wakes, before its next heartbeat says what it lost.
  */
@@ -160,6 +160,10 @@ export class Leases {
     await this.renew(sentAt)
     await this.look()
     if (this.stopped) return
+    // A release that failed (the database away) is tried again: those partitions are served by
+    // nobody until it lands or their leases lapse.
+    const stuck = [...this.held].filter(([, held]) => held.state === 'releasing').map(([partition]) => partition)
+    if (stuck.length > 0) await this.release(stuck)
     const fairShare = Math.ceil(this.options.partitionCount / this.liveMembers)
     const owned = this.held.size
     if (owned < fairShare) await this.take(fairShare - owned)
@@ -169,7 +173,7 @@ export class Leases {
   /** Renews every lease held; one that is not renewed (another server holds it now) is lost. */
   private async renew(sentAt: number): Promise<void> {
     if (this.held.size === 0) {
-      this.validUntilMs = sentAt + this.options.ttlMs
+      this.validUntilMs = Math.max(this.validUntilMs, sentAt + this.options.ttlMs)
       return
     }
     const partitions = [...this.held.keys()]
@@ -185,7 +189,7 @@ export class Leases {
       this.hooks.forget(lost)
       this.hooks.log(`cluster: lost partitions ${lost.join(', ')} (another server holds them now)`)
     }
-    this.validUntilMs = sentAt + this.options.ttlMs
+    this.validUntilMs = Math.max(this.validUntilMs, sentAt + this.options.ttlMs)
   }
 
   /** Reads who holds what, and how many members are live. */
