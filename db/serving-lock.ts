@@ -9,6 +9,11 @@ import { socketOf } from './client.ts'
  * cluster mode exists, the serving process holds a session-level advisory lock on a connection of
  * its own for its whole life, and a second one is refused, naming the holder.
  *
+ * Cluster mode (`KASSA_CLUSTER=1`) shares the database between servers that agree on who owns
+ * which organization (`server/cluster/`): each of them holds the same lock in shared mode. A
+ * shared holder and an exclusive one exclude each other, so a server outside the cluster is
+ * refused on a database a cluster serves, and a cluster server on a database a lone server serves.
+ *
  * The lock belongs to the database (advisory locks are per database), so servers on other
  * databases of the same Postgres are not concerned; the CLI, migrations and the delivery process
  * never take it. The embedded database has its folder lock instead (`db/folder-lock.ts`).
@@ -33,6 +38,8 @@ export interface ServingHolder {
   listen: string | null
   /** The holder's Postgres session: its backend pid, client address and application name. */
   backendPid: number
+  /** Whether the holder is a cluster member (it holds the lock in shared mode). */
+  cluster: boolean
   clientAddress: string | null
   applicationName: string | null
 }
@@ -45,10 +52,18 @@ export class DatabaseUnavailable extends Error {
 /** Another server serves this database. */
 export class DatabaseInUse extends Error {
   override name = 'DatabaseInUse'
-  constructor(readonly holder: ServingHolder | undefined) {
+  constructor(
+    readonly holder: ServingHolder | undefined,
+    clusterMember = false,
+  ) {
     super(
-      `another Kassa server already serves this database${holder === undefined ? '' : `: ${describeHolder(holder)}`}. ` +
-        'Only one server may serve a database (cluster mode is not available yet): stop that one, or point DATABASE_URL at another database.',
+      holder?.cluster === true
+        ? `a Kassa cluster already serves this database (one of its servers: ${describeHolder(holder)}). ` +
+            'A server outside the cluster may not serve it: start this one with KASSA_CLUSTER=1 and the cluster\'s KASSA_CLUSTER_SECRET, or point DATABASE_URL at another database.'
+        : `another Kassa server already serves this database${holder === undefined ? '' : `: ${describeHolder(holder)}`}. ` +
+            (clusterMember
+              ? 'It does not run in cluster mode, so no cluster server may join it: stop it and start every server with KASSA_CLUSTER=1, or point DATABASE_URL at another database.'
+              : 'Only one server may serve a database outside cluster mode: stop that one, run every server with KASSA_CLUSTER=1, or point DATABASE_URL at another database.'),
     )
   }
 }
@@ -134,7 +149,11 @@ function applicationNameOf(identity: { host: string; pid: number }): string {
  * (Postgres restarted, a network cut), the lock is taken again as soon as it reconnects, and
  * `onLost` is called when another server took it meanwhile.
  */
-export async function takeServingLock(url: string, options: { onLost: (holder: ServingHolder | undefined) => void; log?: (line: string) => void }): Promise<ServingLock> {
+export async function takeServingLock(
+  url: string,
+  options: { onLost: (holder: ServingHolder | undefined) => void; log?: (line: string) => void; clusterMember?: boolean },
+): Promise<ServingLock> {
+  const shared = options.clusterMember === true
   const identity = { host: hostname(), pid: process.pid, startedAt: new Date().toISOString() }
   const applicationName = applicationNameOf(identity)
   const socket = socketOf(url)
@@ -149,7 +168,10 @@ export async function takeServingLock(url: string, options: { onLost: (holder: S
     ...(socket.host === undefined ? {} : { host: socket.host }),
   })
   const [classKey, objectKey] = SERVING_LOCK_KEYS
-  const tryLock = async () => (await sql<Array<{ taken: boolean }>>`select pg_try_advisory_lock(${classKey}::int, ${objectKey}::int) as taken`)[0]!.taken
+  const tryLock = async () =>
+    shared
+      ? (await sql<Array<{ taken: boolean }>>`select pg_try_advisory_lock_shared(${classKey}::int, ${objectKey}::int) as taken`)[0]!.taken
+      : (await sql<Array<{ taken: boolean }>>`select pg_try_advisory_lock(${classKey}::int, ${objectKey}::int) as taken`)[0]!.taken
   const held = async () =>
     (
       await sql<Array<{ held: boolean }>>`select exists (select 1 from pg_locks where locktype = 'advisory' and pid = pg_backend_pid() and classid = ${classKey}::int::oid and objid = ${objectKey}::int::oid and objsubid = 2 and granted) as held`
@@ -157,7 +179,7 @@ export async function takeServingLock(url: string, options: { onLost: (holder: S
   try {
     const until = Date.now() + LOCK_WAIT_MS
     while (!(await tryLock())) {
-      if (Date.now() >= until) throw new DatabaseInUse(await readHolder(sql))
+      if (Date.now() >= until) throw new DatabaseInUse(await readHolder(sql), shared)
       await Bun.sleep(LOCK_RETRY_MS)
     }
   } catch (error) {
@@ -172,8 +194,10 @@ export async function takeServingLock(url: string, options: { onLost: (holder: S
   let stopped = false
   const announceRow = async () => {
     if (listen === null) return
+    // A cluster's servers each announce themselves under a name of their own; a lone server as `server`.
+    const lockName = shared ? `cluster ${identity.host} ${identity.pid}` : 'server'
     await sql`insert into serving_instance (lock_name, backend_pid, host, pid, started_at, listen, announced_at)
-      values ('server', pg_backend_pid(), ${identity.host}, ${identity.pid}, ${identity.startedAt}::timestamptz, ${listen}, now())
+      values (${lockName}, pg_backend_pid(), ${identity.host}, ${identity.pid}, ${identity.startedAt}::timestamptz, ${listen}, now())
       on conflict (lock_name) do update set backend_pid = excluded.backend_pid, host = excluded.host, pid = excluded.pid,
         started_at = excluded.started_at, listen = excluded.listen, announced_at = excluded.announced_at`
   }
@@ -192,7 +216,7 @@ export async function takeServingLock(url: string, options: { onLost: (holder: S
       const holder = await readHolder(sql)
       // Its own earlier session, cut off on this side (a network cut) but not yet noticed by
       // Postgres: ended, and the lock taken at the next check.
-      if (holder !== undefined && holder.applicationName === applicationName) {
+      if (holder !== undefined && holder.applicationName === applicationName && !holder.cluster) {
         await sql`select pg_terminate_backend(${holder.backendPid}::int)`
         return
       }
@@ -213,6 +237,7 @@ export async function takeServingLock(url: string, options: { onLost: (holder: S
     async release() {
       stopped = true
       clearInterval(timer)
+      if (shared && listen !== null) await sql`delete from serving_instance where backend_pid = pg_backend_pid()`.catch(() => {})
       await sql`select pg_advisory_unlock_all()`.catch(() => {})
       await sql.end({ timeout: 2 }).catch(() => {})
     },
@@ -222,8 +247,8 @@ export async function takeServingLock(url: string, options: { onLost: (holder: S
 /** Who holds the lock now: its Postgres session, and what it announced if that session announced. */
 async function readHolder(sql: postgres.Sql): Promise<ServingHolder | undefined> {
   const [classKey, objectKey] = SERVING_LOCK_KEYS
-  const [session] = await sql<Array<{ backend_pid: number; client_address: string | null; application_name: string | null }>>`
-    select a.pid as backend_pid, host(a.client_addr) as client_address, a.application_name
+  const [session] = await sql<Array<{ backend_pid: number; client_address: string | null; application_name: string | null; mode: string }>>`
+    select a.pid as backend_pid, host(a.client_addr) as client_address, a.application_name, l.mode
     from pg_locks l join pg_stat_activity a on a.pid = l.pid
     where l.locktype = 'advisory' and l.database = (select oid from pg_database where datname = current_database())
       and l.classid = ${classKey}::int::oid and l.objid = ${objectKey}::int::oid and l.objsubid = 2 and l.granted
@@ -235,13 +260,14 @@ async function readHolder(sql: postgres.Sql): Promise<ServingHolder | undefined>
     startedAt: null,
     listen: null,
     backendPid: session.backend_pid,
+    cluster: session.mode === 'ShareLock',
     clientAddress: session.client_address,
     applicationName: session.application_name,
   }
   const [table] = await sql<Array<{ name: string | null }>>`select to_regclass(${HOLDER_TABLE})::text as name`
   if (table?.name == null) return holder
   const [announced] = await sql<Array<{ host: string; pid: number; started_at: Date; listen: string }>>`
-    select host, pid, started_at, listen from serving_instance where lock_name = 'server' and backend_pid = ${session.backend_pid}`
+    select host, pid, started_at, listen from serving_instance where backend_pid = ${session.backend_pid} order by announced_at desc limit 1`
   if (announced === undefined) return holder
   return { ...holder, host: announced.host, pid: announced.pid, startedAt: new Date(announced.started_at).toISOString(), listen: announced.listen }
 }

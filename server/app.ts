@@ -32,6 +32,7 @@ import { errorsPlugin } from './platform/errors.ts'
 import { IdempotencyStore, ownersOf } from './platform/idempotency.ts'
 import { operatorIdempotency } from './platform/operator-idempotency.ts'
 import { openapiPlugin } from './platform/openapi.ts'
+import { clusterGatePlugin, gatedFront } from './cluster/plugin.ts'
 import { closeRuntime, createRuntime, type Runtime, type RuntimeOptions } from './runtime.ts'
 
 const IDEMPOTENCY_PURGE_INTERVAL_MS = 15 * 60 * 1000
@@ -95,8 +96,15 @@ export async function buildApp(runtime: Runtime) {
   // The SBT data API: its operator routes join /ops/v1 here; its own listener is started by main.ts.
   const sbt = createSbtModule({ db: runtime.db, config: runtime.config, nowMs: () => runtime.clock.wallNowMs() })
   runtime.stoppers.push(() => sbt.stop())
-  const front = authorizationFront(runtime, idempotency, (request) => app.fetch(request))
+  // In cluster mode the gate comes first: a partner request for an organization another server
+  // owns is forwarded there before this server looks at it (docs/scale-out.md, "Cluster mode").
+  const gate = runtime.cluster?.gate
+  const front = gatedFront(
+    authorizationFront(runtime, idempotency, (request): Response | Promise<Response> => app.fetch(request)),
+    gate,
+  )
   let app = new Elysia({ name: 'kassa', normalize: false, serve: { routes: front.routes } })
+    .use(clusterGatePlugin(gate))
     .use(arrivalPlugin())
     .use(errorsPlugin({ onErrorResponse: (request, error, response) => recordIdempotentFailure(idempotency, request, error, response) }))
     .use(jsonBodyPlugin(runtime.config.bodyLimitBytes))

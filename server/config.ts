@@ -116,7 +116,33 @@ export interface Config {
   earningWorkerIntervalMs: number
   /** Test-only: the process exits at this point of a cycle settlement (crash tests). */
   crashPoint: string | undefined
+  /**
+   * Cluster mode (`KASSA_CLUSTER=1`, Postgres only): several servers on one database, each
+   * organization owned by one of them at a time (docs/scale-out.md, "Cluster mode"); undefined
+   * when off, the default, where one server serves a database alone.
+   */
+  cluster: ClusterConfig | undefined
 }
+
+export interface ClusterConfig {
+  /** This server's name among its peers (`KASSA_INSTANCE_ID`; by default made up at start, unique). */
+  instanceId: string | undefined
+  /** Shared by every server of the cluster (`KASSA_CLUSTER_SECRET`, at least 32 characters): forwarded requests carry it. */
+  secret: string
+  /** The internal listener's port (`KASSA_INTERNAL_PORT`; 0, the default: any free port, announced to the peers). */
+  internalPort: number
+  /** The address the peers reach the internal listener at (`KASSA_INTERNAL_HOST`; by default HOST, or this host's name when HOST listens everywhere). */
+  internalHost: string | undefined
+  /** How long a partition's lease lasts without renewal (`KASSA_LEASE_TTL_MS`, default 5,000). */
+  leaseTtlMs: number
+  /** How often a server renews its leases and looks for partitions to take or give back (`KASSA_HEARTBEAT_MS`, default 1,000). */
+  heartbeatMs: number
+}
+
+/** A partition's lease unless `KASSA_LEASE_TTL_MS` says otherwise: an owner that dies is replaced within this time and a heartbeat. */
+export const LEASE_TTL_MS_DEFAULT = 5000
+/** How often leases are renewed unless `KASSA_HEARTBEAT_MS` says otherwise. */
+export const HEARTBEAT_MS_DEFAULT = 1000
 
 /**
  * The development seed of sandbox deposit addresses. It is public (it is in this file), so the
@@ -239,18 +265,34 @@ function readDeliveryProcess(env: Environment, databaseUrl: string | undefined):
 }
 
 /**
+ * Cluster mode's settings, or undefined when it is off. It needs Postgres: the embedded database
+ * is open in one process only, so there is nothing for a second server to share.
+ */
+function readCluster(env: Environment, databaseUrl: string | undefined): ClusterConfig | undefined {
+  if (!readBoolean(env, 'KASSA_CLUSTER', false)) return undefined
+  if (databaseUrl === undefined) {
+    throw new ConfigError('KASSA_CLUSTER=1 needs DATABASE_URL: cluster mode shares one Postgres database between servers, and the embedded database is open in one process only')
+  }
+  const secret = env.KASSA_CLUSTER_SECRET ?? ''
+  if (secret.length < 32) throw new ConfigError('KASSA_CLUSTER=1 needs KASSA_CLUSTER_SECRET, at least 32 characters, the same on every server of the cluster')
+  const instanceId = env.KASSA_INSTANCE_ID === undefined || env.KASSA_INSTANCE_ID === '' ? undefined : env.KASSA_INSTANCE_ID
+  if (instanceId !== undefined && !/^[A-Za-z0-9._:-]{1,64}$/.test(instanceId)) {
+    throw new ConfigError(`KASSA_INSTANCE_ID must be 1 to 64 letters, digits, dots, dashes, colons or underscores, got "${instanceId}"`)
+  }
+  const leaseTtlMs = readInteger(env, 'KASSA_LEASE_TTL_MS', LEASE_TTL_MS_DEFAULT, 300, 600_000)
+  const heartbeatMs = readInteger(env, 'KASSA_HEARTBEAT_MS', HEARTBEAT_MS_DEFAULT, 50, 60_000)
+  // A lease must survive a missed heartbeat or two: renewing less than three times per lease would
+  // let one slow round trip hand the partition to a peer.
+  if (heartbeatMs * 3 > leaseTtlMs) throw new ConfigError(`KASSA_HEARTBEAT_MS (${heartbeatMs}) must be at most a third of KASSA_LEASE_TTL_MS (${leaseTtlMs})`)
+  const internalHost = env.KASSA_INTERNAL_HOST === undefined || env.KASSA_INTERNAL_HOST === '' ? undefined : env.KASSA_INTERNAL_HOST
+  return { instanceId, secret, internalPort: readInteger(env, 'KASSA_INTERNAL_PORT', 0, 0, 65535), internalHost, leaseTtlMs, heartbeatMs }
+}
+
+/**
  * Reads and validates the whole configuration at once, so a bad value stops the start with one
  * clear message instead of surfacing as a strange failure later.
  */
 export function loadConfig(env: Environment = process.env): Config {
-  // Until cluster mode exists, turning it on must not quietly start a second writer on a database
-  // that already has one: it is refused, and one server per database stays the rule.
-  if (readBoolean(env, 'KASSA_CLUSTER', false)) {
-    throw new ConfigError(
-      'KASSA_CLUSTER=1: cluster mode (several servers on one database) is not available in this version; ' +
-        'run one server per database (unset KASSA_CLUSTER)',
-    )
-  }
   const serviceEnv = readChoice(env, 'SERVICE_ENV', ['sandbox', 'production'] as const, 'sandbox')
   const databaseUrl = readDatabaseUrl(env)
   const operatorToken = env.OPERATOR_TOKEN === '' ? undefined : env.OPERATOR_TOKEN
@@ -298,6 +340,7 @@ export function loadConfig(env: Environment = process.env): Config {
     vaultVenue: readChoice(env, 'VAULT_VENUE', ['sandbox', 'off'] as const, serviceEnv === 'sandbox' ? 'sandbox' : 'off'),
     earningWorkerIntervalMs: readInteger(env, 'EARNING_WORKER_INTERVAL_MS', 60_000, 0, 86_400_000),
     crashPoint: env.KASSA_TEST_CRASH_POINT === undefined || env.KASSA_TEST_CRASH_POINT === '' ? undefined : env.KASSA_TEST_CRASH_POINT,
+    cluster: readCluster(env, databaseUrl),
   }
   if (config.testExitAfterCommit > 0 && serviceEnv !== 'sandbox') {
     throw new ConfigError('KASSA_TEST_EXIT_AFTER_COMMIT is a test switch: it is honoured only with SERVICE_ENV=sandbox')
@@ -375,6 +418,7 @@ export function configForTests(overrides: Partial<Config> = {}): Config {
     vaultVenue: overrides.serviceEnv === 'production' ? 'off' : 'sandbox',
     earningWorkerIntervalMs: 0,
     crashPoint: undefined,
+    cluster: undefined,
     ...overrides,
   }
 }

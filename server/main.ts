@@ -2,6 +2,7 @@ import { loadConfigOrExit } from './config.ts'
 import { startDeliveryProcess } from './platform/delivery-process.ts'
 import { DataFolderInUse } from '../db/folder-lock.ts'
 import { createApp } from './app.ts'
+import { loadAuthorizedPaymentHolds } from './modules/payments/service.ts'
 import { warmUp, warmUpSummary } from './warm-up.ts'
 import { BUN_BODY_BACKSTOP_BYTES } from './platform/body.ts'
 import { DatabaseInUse, DatabaseUnavailable, describeConnectFailure, describeHolder, takeServingLock, type ServingLock } from '../db/serving-lock.ts'
@@ -35,6 +36,8 @@ async function main(): Promise<void> {
   if (config.databaseUrl !== undefined) {
     try {
       servingLock = await takeServingLock(config.databaseUrl, {
+        // A cluster's servers share the database (each holds the lock shared); a lone server holds it alone.
+        clusterMember: config.cluster !== undefined,
         log: (line) => console.error(line),
         onLost: (holder) => {
           // Another server took the database while this one's lock connection was away: two
@@ -56,7 +59,7 @@ async function main(): Promise<void> {
   const onSignalWhileWarming = (signal: NodeJS.Signals) => stopWarmUp.abort(signal)
   process.once('SIGINT', onSignalWhileWarming)
   process.once('SIGTERM', onSignalWhileWarming)
-  const warm = config.warmUpAuthorizations > 0 ? await warmUp(config, createApp, { signal: stopWarmUp.signal, onCreated: (name) => console.log(`kassa: warm-up database: ${name}`) }) : undefined
+  const warm = config.warmUpAuthorizations > 0 ? await warmUp({ ...config, cluster: undefined }, createApp, { signal: stopWarmUp.signal, onCreated: (name) => console.log(`kassa: warm-up database: ${name}`) }) : undefined
   process.off('SIGINT', onSignalWhileWarming)
   process.off('SIGTERM', onSignalWhileWarming)
   console.log(`kassa: warm-up: ${warmUpSummary(config, warm)}`)
@@ -98,6 +101,31 @@ async function main(): Promise<void> {
   }
   const server = kassa.app.server!
   await servingLock?.announce(`${server.hostname}:${server.port}`)
+  const cluster = kassa.runtime.cluster
+  if (cluster !== undefined) {
+    try {
+      const { address } = await cluster.start(
+        {
+          ledger: kassa.runtime.ledger,
+          db: kassa.runtime.db,
+          keys: kassa.runtime.keys,
+          wallNowMs: () => kassa.runtime.clock.wallNowMs(),
+          handle: (request) => kassa.handle(request),
+          loaders: [(orgIds) => loadAuthorizedPaymentHolds(kassa.runtime, orgIds)],
+          log: (line) => console.log(`kassa: ${line}`),
+        },
+        config.host,
+      )
+      // Before the database closes: partitions are given back, drained, for a peer to take at once.
+      kassa.runtime.stoppers.unshift(() => cluster.stop())
+      console.log(`kassa: cluster member ${cluster.instanceId}, internal listener on ${address}, ${cluster.partitionCount} partitions`)
+    } catch (error) {
+      console.error(`kassa: could not join the cluster: ${(error as Error).message}`)
+      await kassa.close()
+      await servingLock?.release()
+      process.exit(1)
+    }
+  }
   console.log(
     `kassa ${config.serviceEnv} listening on http://${server.hostname}:${server.port} ` +
       `(database: ${config.databaseUrl ? 'postgres' : `embedded at ${config.dataDir}`})`,

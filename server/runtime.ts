@@ -21,6 +21,7 @@ import { LoadShedder } from './platform/load-shedder.ts'
 import { LoopLag } from './platform/loop-lag.ts'
 import { createRateLimiter, type RateLimiter } from './platform/rate-limit-store.ts'
 import { CHANGE_CHANNEL, type ChangeNotice } from './platform/changes.ts'
+import { openCluster, type ClusterNode } from './cluster/index.ts'
 
 
 /** Everything a request needs, built once per process and passed to each module explicitly. */
@@ -48,6 +49,11 @@ export interface Runtime {
   chain: ChainAdapter
   /** Screening of withdrawal destinations (allowlist registration and withdrawal creation). */
   screening: Screening
+  /**
+   * Cluster mode's membership (`KASSA_CLUSTER=1`): which organizations this server owns, the gate
+   * that forwards the others' requests, the ledger's admission check; undefined outside a cluster.
+   */
+  cluster: ClusterNode | undefined
   /** Background loops (expiry sweeps, purges) register their stop functions here. */
   stoppers: Array<() => Promise<void> | void>
 }
@@ -85,7 +91,12 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
   const shedder = config.loadShedding && database.kind === 'postgres' ? new LoadShedder() : undefined
   const loopLag = new LoopLag(shedder ? (lagMs, busyShare) => shedder.observe(lagMs, busyShare) : undefined)
   loopLag.start()
+  const cluster = config.cluster !== undefined && config.databaseUrl !== undefined ? await openCluster(config.cluster, config.databaseUrl) : undefined
   const ledger = await openLedger(db, {
+    // Cluster mode: an operation for an organization this server does not own is refused before it
+    // is reserved, and a commit lands only while this server still holds the organization's lease.
+    admit: cluster?.admit,
+    fence: cluster?.fence,
     groupCommit: config.groupCommit,
     writerDb: database.writer,
     // PGlite runs in process: nothing to overlap.
@@ -115,6 +126,7 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
     // The simulator is a sandbox tool: production never pretends to broadcast.
     chain: config.serviceEnv === 'sandbox' ? new SandboxChain(db, clock, addresses) : new UnconfiguredChain(addresses),
     screening: new Screening([new BlocklistRule(config.screeningBlocklist), ...(options.screeningRules ?? [])]),
+    cluster,
     // Operations already reserved in memory are written before the database closes.
     stoppers: [() => ledger.drain(), () => loopLag.stop()],
   }

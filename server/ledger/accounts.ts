@@ -57,6 +57,11 @@ export class AccountDirectory {
     this.entries.clear()
   }
 
+  /** Makes the organizations' accounts non-resident (`Ledger.forgetOrganizations`). */
+  forgetOrganizations(orgIds: ReadonlySet<string>): void {
+    for (const [id, entry] of this.entries) if (orgIds.has(entry.orgId)) this.entries.delete(id)
+  }
+
   /** Whether the account and its balances are in memory (operations may be decided on it). */
   isResident(accountId: string): boolean {
     return this.entries.has(accountId)

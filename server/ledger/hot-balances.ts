@@ -192,6 +192,11 @@ export class HotBalances {
     assert(row.total === row.available + row.held + row.inFlight, 'hot balance lost its invariant')
   }
 
+  /** Forgets the organizations' rows (`Ledger.forgetOrganizations`). */
+  forgetOrganizations(orgIds: ReadonlySet<string>): void {
+    for (const [key, row] of this.rows) if (orgIds.has(row.orgId)) this.rows.delete(key)
+  }
+
   /** Forgets every row (`Ledger.load`, which rebuilds memory as at a restart). */
   clear(): void {
     this.rows.clear()

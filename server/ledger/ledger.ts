@@ -1,4 +1,4 @@
-import { and, eq, ne, or } from 'drizzle-orm'
+import { and, eq, inArray, ne, or } from 'drizzle-orm'
 import type { Database } from '../../db/client.ts'
 import { ledgerBalances } from '../../db/schema/index.ts'
 import { assert, AssertionError } from '../lib/assert.ts'
@@ -26,13 +26,21 @@ export interface LedgerOptions {
   /** Operations a batch sent behind another must carry (see `WriterOptions.pipelineMinOperations`); 1 when not given. */
   pipelineMinOperations?: number
   policies?: Readonly<Record<AssetCode, AssetPolicy>>
+  /**
+   * A precondition on the organization of every operation, checked before anything is reserved:
+   * it throws (an `ApiError`) to refuse. Cluster mode refuses an organization this instance does
+   * not own (docs/scale-out.md), so that such an operation never joins a batch, where its refusal
+   * at the commit would fail the operations behind it too.
+   */
+  admit?: (orgId: string) => void
   /** A precondition every commit checks with its writes (see `CommitFence`); none when not given. */
   fence?: CommitFence
   /**
-   * The pending holds to hold in memory from the start, read from where the module that keeps them
-   * stores them (the ledger knows no feature table); none when not given.
+   * The pending holds to hold in memory from the start (of these organizations when `orgIds` is
+   * given: `loadOrganizations`), read from where the module that keeps them stores them (the ledger
+   * knows no feature table); none when not given.
    */
-  pendingHolds?: (db: Database) => Promise<PendingHoldFields[]>
+  pendingHolds?: (db: Database, orgIds?: readonly string[]) => Promise<PendingHoldFields[]>
 }
 
 const DEFAULT_BATCH_MAX = 256
@@ -65,7 +73,10 @@ export class Ledger {
       fence: options.fence,
     }, new WriteSetRegistry())
     this.policies = options.policies ?? DEFAULT_ASSET_POLICIES
+    this.admit = options.admit
   }
+
+  private readonly admit: ((orgId: string) => void) | undefined
 
   /**
    * Rebuilds what memory must hold before serving: the system accounts' balances, every account
@@ -95,6 +106,37 @@ export class Ledger {
     this.writer.writeSets.register(sets)
   }
 
+  /**
+   * Forgets what memory holds of these organizations (their accounts, balances and pending
+   * holds), as if this process had never touched them: another process now decides for them, and
+   * what it commits would make this memory stale.
+   */
+  forgetOrganizations(orgIds: ReadonlySet<string>): void {
+    this.accounts.forgetOrganizations(orgIds)
+    this.balances.forgetOrganizations(orgIds)
+    this.pendingHolds.forgetOrganizations(orgIds)
+  }
+
+  /**
+   * Rebuilds these organizations' memory from Postgres as `load` does for all at a start (system
+   * balances, accounts holding funds in `held` or `in_flight`, pending holds), after forgetting
+   * what was there. Called when this process becomes the one that decides for them; nothing of
+   * theirs may be on its way to the writer meanwhile.
+   */
+  async loadOrganizations(orgIds: readonly string[]): Promise<void> {
+    this.forgetOrganizations(new Set(orgIds))
+    for (let start = 0; start < orgIds.length; start += 1000) {
+      const chunk = orgIds.slice(start, start + 1000)
+      for (const row of await this.db.select().from(ledgerBalances).where(and(eq(ledgerBalances.kind, 'system'), inArray(ledgerBalances.orgId, chunk)))) this.balances.loadIfAbsent(row)
+      const reserving = await this.db
+        .selectDistinct({ accountId: ledgerBalances.accountId })
+        .from(ledgerBalances)
+        .where(and(inArray(ledgerBalances.orgId, chunk), eq(ledgerBalances.kind, 'customer'), or(ne(ledgerBalances.held, 0n), ne(ledgerBalances.inFlight, 0n))))
+      await this.accounts.loadMany(reserving.map((row) => row.accountId))
+      for (const fields of (await this.pendingHoldsToLoad?.(this.db, chunk)) ?? []) this.pendingHolds.set(fields.id, newPendingHold(fields))
+    }
+  }
+
   policy(asset: AssetCode): AssetPolicy {
     return this.policies[asset]
   }
@@ -109,6 +151,7 @@ export class Ledger {
    * checked before must be checked in the same synchronous step that calls this.
    */
   submit(op: LedgerOperation): Promise<void> {
+    this.admit?.(op.orgId)
     this.writer.writeSets.assertCarried(op)
     assertZeroSum(op.postings)
     if (op.recordedByPayment) assertReservationRecord(op, this.writer.writeSets.movementRecords(op))
@@ -139,6 +182,7 @@ export class Ledger {
     assert(ops.length > 0, 'a bundle has at least one operation')
     assert(guardedWrites.length > 0, 'a bundle has a guarded write that decides whether it commits')
     const deltas = new Map<string, BalanceDelta>()
+    for (const op of ops) this.admit?.(op.orgId)
     for (const op of ops) {
       assert(op.recordedByPayment !== true && op.idempotencyRecord === undefined && op.guardedWrites === undefined, 'a bundled operation is a plain movement')
       this.writer.writeSets.assertCarried(op)

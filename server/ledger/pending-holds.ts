@@ -180,6 +180,11 @@ class Interned {
   stringOf(number: number): string {
     return this.strings[number]!
   }
+
+  /** The value's number if it was ever kept, without keeping it. */
+  numberIfKnown(value: string): number | undefined {
+    return this.numbers.get(value)
+  }
 }
 
 /**
@@ -311,6 +316,21 @@ export class PendingHolds {
     this.bigAmounts.clear()
     this.otherOwners.clear()
     this.expiries.clear()
+  }
+
+  /** Forgets the organizations' pending holds (`Ledger.forgetOrganizations`); views of them are detached. */
+  forgetOrganizations(orgIds: ReadonlySet<string>): void {
+    const numbers = new Set<number>()
+    for (const orgId of orgIds) {
+      const number = this.orgs.numberIfKnown(orgId)
+      if (number !== undefined) numbers.add(number)
+      this.expiries.delete(orgId)
+    }
+    if (numbers.size === 0) return
+    const free = new Set(this.free)
+    for (let slot = 0; slot < this.capacity; slot++) {
+      if (!free.has(slot) && numbers.has(this.references[slot * 4]!)) this.delete(this.idOf(slot))
+    }
   }
 
   /**

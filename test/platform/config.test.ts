@@ -103,13 +103,26 @@ describe('loadConfig', () => {
     expect(error.message).toContain(variable)
   })
 
-  test('refuses KASSA_CLUSTER turned on: cluster mode is not built, so it never lets a second writer start', () => {
+  test('cluster mode needs Postgres and a shared secret, and keeps a lease longer than three heartbeats', () => {
+    const secret = 'cluster-secret-0123456789abcdef0123456789'
     for (const value of ['1', 'true']) {
-      const error = configError({ KASSA_CLUSTER: value, DATABASE_URL })
+      const error = configError({ KASSA_CLUSTER: value, KASSA_CLUSTER_SECRET: secret })
       expect(error.message).toContain('KASSA_CLUSTER')
-      expect(error.message).toContain('not available')
+      expect(error.message).toContain('DATABASE_URL')
     }
-    expect(loadConfig({ KASSA_CLUSTER: '0' }).databaseUrl).toBeUndefined()
+    expect(configError({ KASSA_CLUSTER: '1', DATABASE_URL }).message).toContain('KASSA_CLUSTER_SECRET')
+    expect(configError({ KASSA_CLUSTER: '1', DATABASE_URL, KASSA_CLUSTER_SECRET: 'short' }).message).toContain('KASSA_CLUSTER_SECRET')
+    expect(configError({ KASSA_CLUSTER: '1', DATABASE_URL, KASSA_CLUSTER_SECRET: secret, KASSA_HEARTBEAT_MS: '2000' }).message).toContain('KASSA_HEARTBEAT_MS')
+    expect(configError({ KASSA_CLUSTER: '1', DATABASE_URL, KASSA_CLUSTER_SECRET: secret, KASSA_INSTANCE_ID: 'a b' }).message).toContain('KASSA_INSTANCE_ID')
+    expect(loadConfig({ KASSA_CLUSTER: '1', DATABASE_URL, KASSA_CLUSTER_SECRET: secret, KASSA_INSTANCE_ID: 'east-1' }).cluster).toEqual({
+      instanceId: 'east-1',
+      secret,
+      internalPort: 0,
+      internalHost: undefined,
+      leaseTtlMs: 5000,
+      heartbeatMs: 1000,
+    })
+    expect(loadConfig({ KASSA_CLUSTER: '0' }).cluster).toBeUndefined()
     expect(configError({ KASSA_CLUSTER: 'maybe' }).message).toContain('KASSA_CLUSTER')
   })
 

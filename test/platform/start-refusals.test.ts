@@ -84,10 +84,10 @@ describe('a start refused before it creates or prints anything', () => {
     }
   }, SPAWN_TEST_TIMEOUT_MS)
 
-  test('KASSA_CLUSTER=1 is a configuration error: cluster mode is not built, so no second writer starts', async () => {
-    const refused = await refusedStart({ DATABASE_URL: '', KASSA_CLUSTER: '1', DATA_DIR: join(scratch, 'cluster') })
+  test('KASSA_CLUSTER=1 on the embedded database is a configuration error: there is no database to share', async () => {
+    const refused = await refusedStart({ DATABASE_URL: '', KASSA_CLUSTER: '1', KASSA_CLUSTER_SECRET: 'cluster-secret-0123456789abcdef0123456789', DATA_DIR: join(scratch, 'cluster') })
     expect(refused.code).toBe(2)
-    expectOneClearLine(refused.stderr, 'configuration error', 'KASSA_CLUSTER', 'not available')
+    expectOneClearLine(refused.stderr, 'configuration error', 'KASSA_CLUSTER', 'DATABASE_URL')
     expect(existsSync(join(scratch, 'cluster'))).toBe(false)
   }, SPAWN_TEST_TIMEOUT_MS)
 })
@@ -129,7 +129,7 @@ describe('one server per Postgres database (needs DATABASE_URL)', () => {
           (
             await reader<Array<{ pid: number; application_name: string }>>`
               select a.pid, a.application_name from pg_locks l join pg_stat_activity a on a.pid = l.pid
-              where l.locktype = 'advisory' and l.classid = ${SERVING_LOCK_KEYS[0]}::int::oid and l.objid = ${SERVING_LOCK_KEYS[1]}::int::oid and l.granted`
+              where l.locktype = 'advisory' and l.database = (select oid from pg_database where datname = current_database()) and l.classid = ${SERVING_LOCK_KEYS[0]}::int::oid and l.objid = ${SERVING_LOCK_KEYS[1]}::int::oid and l.granted`
           )[0]
         const before = await lockHolder()
         expect(before!.application_name).toContain(`pid ${firstPid}`)
@@ -145,6 +145,11 @@ describe('one server per Postgres database (needs DATABASE_URL)', () => {
       } finally {
         await reader.end()
       }
+
+      // A cluster server is refused there too: a lone server does not share its database.
+      const clustered = await refusedStart({ ...env, DATA_DIR: join(scratch, 'clustered'), KASSA_CLUSTER: '1', KASSA_CLUSTER_SECRET: 'cluster-secret-0123456789abcdef0123456789' })
+      expect(clustered.code).toBe(1)
+      expectOneClearLine(clustered.stderr, 'already serves this database', `process ${firstPid}`, 'does not run in cluster mode')
 
       await first.stop()
       const next = await startServerProcess({ ...env, DATA_DIR: join(scratch, 'next') })

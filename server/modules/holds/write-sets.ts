@@ -1,4 +1,4 @@
-import { eq } from 'drizzle-orm'
+import { and, eq, inArray } from 'drizzle-orm'
 import type { Database } from '../../../db/client.ts'
 import { holds } from '../../../db/schema/index.ts'
 import type { PendingHoldFields } from '../../ledger/pending-holds.ts'
@@ -30,8 +30,12 @@ export const holdWriteSets = [
 ]
 
 /** The pending holds the ledger holds in memory from its start (`LedgerOptions.pendingHolds`). */
-export async function pendingHoldsToLoad(db: Database): Promise<PendingHoldFields[]> {
-  const rows = await db.select().from(holds).where(eq(holds.state, 'pending'))
+export async function pendingHoldsToLoad(db: Database, orgIds?: readonly string[]): Promise<PendingHoldFields[]> {
+  const pending = eq(holds.state, 'pending')
+  const rows = await db
+    .select()
+    .from(holds)
+    .where(orgIds === undefined ? pending : and(pending, inArray(holds.orgId, [...orgIds])))
   return rows.map((row) => ({
     id: row.id,
     orgId: row.orgId,

@@ -36,7 +36,7 @@ export interface AuthorizedPaymentHold {
 }
 
 /** The authorized payments' holds, read at start (the payments' own columns only). */
-export async function authorizedPaymentHolds(executor: Executor): Promise<AuthorizedPaymentHold[]> {
+export async function authorizedPaymentHolds(executor: Executor, orgIds?: readonly string[]): Promise<AuthorizedPaymentHold[]> {
   return executor
     .select({
       id: payments.id,
@@ -49,7 +49,7 @@ export async function authorizedPaymentHolds(executor: Executor): Promise<Author
       createdAt: payments.createdAt,
     })
     .from(payments)
-    .where(eq(payments.state, 'authorized'))
+    .where(orgIds === undefined ? eq(payments.state, 'authorized') : and(eq(payments.state, 'authorized'), inArray(payments.orgId, [...orgIds])))
 }
 
 /**

@@ -179,22 +179,12 @@ export function configurePayments(runtime: Runtime, options: { budgetMs?: number
 }
 
 /**
- * Marks the pending holds of authorized payments as owned by them, and joins the hold sweeper so a
- * lapse expires the payment in the same commit as its hold. Runs before the sweeper starts.
- *
- * Memory keeps an authorized payment only as its pending hold (`ownerId` names the payment): capture
- * and void read the payment's row anyway, to answer for any state, and the sweeper reads the rows
- * of the payments it expires, a thousand at most in one query. An uncaptured authorization stays
- * in memory for up to 24 h, and every object it keeps there is one more for the garbage collector
- * to trace (see `bench/authorize-memory.ts`).
+ * Makes the pending holds of authorized payments (of these organizations, or all) known to memory
+ * as owned by their payments: at start, and in cluster mode when this server becomes the owner of
+ * organizations (`Ledger.loadOrganizations` loads the rest of their state).
  */
-export async function startPayments(runtime: Runtime): Promise<void> {
-  const state = stateOf(runtime)
-  runtime.stoppers.unshift(async () => {
-    state.stopped = true
-    await state.declines.stop()
-  })
-  for (const payment of await repo.authorizedPaymentHolds(runtime.db)) {
+export async function loadAuthorizedPaymentHolds(runtime: Runtime, orgIds?: readonly string[]): Promise<void> {
+  for (const payment of await repo.authorizedPaymentHolds(runtime.db, orgIds)) {
     if (payment.holdId === null) continue
     // A hold made before payments recorded their own holds has its row, loaded with the rest.
     const loaded = runtime.ledger.pendingHolds.get(payment.holdId)
@@ -219,6 +209,25 @@ export async function startPayments(runtime: Runtime): Promise<void> {
       }),
     )
   }
+}
+
+/**
+ * Marks the pending holds of authorized payments as owned by them, and joins the hold sweeper so a
+ * lapse expires the payment in the same commit as its hold. Runs before the sweeper starts.
+ *
+ * Memory keeps an authorized payment only as its pending hold (`ownerId` names the payment): capture
+ * and void read the payment's row anyway, to answer for any state, and the sweeper reads the rows
+ * of the payments it expires, a thousand at most in one query. An uncaptured authorization stays
+ * in memory for up to 24 h, and every object it keeps there is one more for the garbage collector
+ * to trace (see `bench/authorize-memory.ts`).
+ */
+export async function startPayments(runtime: Runtime): Promise<void> {
+  const state = stateOf(runtime)
+  runtime.stoppers.unshift(async () => {
+    state.stopped = true
+    await state.declines.stop()
+  })
+  await loadAuthorizedPaymentHolds(runtime)
   onOwnedHoldLookup(runtime, (orgId, holdId) => paymentHold(runtime, orgId, holdId))
   onHoldExpiry(runtime, async (holds) => {
     const rows = await repo.authorizedPaymentsByKeys(runtime.db, holds.map((hold) => ({ orgId: hold.orgId, id: hold.ownerId! })))

@@ -1,0 +1,132 @@
+import { timingSafeEqual } from 'node:crypto'
+import { sha256 } from '@noble/hashes/sha2.js'
+import { ApiError } from '../lib/errors.ts'
+import { newId } from '../lib/ids.ts'
+import { pathnameOf } from '../lib/url.ts'
+import { errorResponse } from '../platform/errors.ts'
+import type { KeyCache } from '../platform/key-cache.ts'
+import { presentedKey } from '../platform/auth.ts'
+import type { Leases } from './leases.ts'
+import { partitionOf } from './partitions.ts'
+
+/** The header a forwarded request carries the cluster's secret in; the internal listener refuses a request without it. */
+export const SECRET_HEADER = 'x-kassa-cluster-secret'
+/** Which server forwarded a request (for the owner's logs; never trusted for anything). */
+export const FORWARDED_BY_HEADER = 'x-kassa-forwarded-by'
+
+/**
+ * How long a forwarder waits for the owner's answer. An authorization's budget is 500 ms counted
+ * at the owner; a little more here, so that its own `processing_timeout` answer gets through. Any
+ * other request: 10 s, so that a stopped owner is not waited for without end.
+ */
+const AUTHORIZE_FORWARD_TIMEOUT_MS = 1_000
+const FORWARD_TIMEOUT_MS = 10_000
+/** Hop-by-hop headers (RFC 9110 §7.6.1) and those the relay recomputes: not passed on. */
+const NOT_RELAYED = ['connection', 'keep-alive', 'transfer-encoding', 'content-length', 'content-encoding', 'host', 'upgrade', 'te', 'trailer']
+
+export interface GateDependencies {
+  leases: Leases
+  instanceId: string
+  partitionCount: number
+  secret: string
+  /** The key cache, once the server has one (requests before that are refused 503). */
+  keys(): KeyCache | undefined
+  wallNowMs(): number
+}
+
+/** Whether `presented` is the cluster's secret, compared in constant time. */
+export function secretMatches(presented: string | null, secret: string): boolean {
+  if (presented === null) return false
+  return timingSafeEqual(sha256(new TextEncoder().encode(presented)), sha256(new TextEncoder().encode(secret)))
+}
+
+/**
+ * Decides where a request is answered, in front of everything else (docs/scale-out.md, "Cluster
+ * mode"). Partner requests (`/v1/…` with an API key that authenticates) belong to the key's
+ * organization: answered here when this server serves its partition, forwarded to the owner's
+ * internal listener when another server holds it, and refused 503 `partner_unavailable` with
+ * `Retry-After` while nobody serves it (an owner that died and whose lease has not lapsed, a
+ * partition being handed over); never decided here on memory that is not the owner's. A request
+ * that arrives forwarded (it carries the secret) is answered here or refused, never forwarded on.
+ * Everything else (operators, public reads, keys that do not authenticate) is answered here:
+ * undefined means "go on to the app".
+ */
+export type Gate = (request: Request) => Response | Promise<Response | undefined> | undefined
+
+export function clusterGate(deps: GateDependencies): Gate {
+  const partitions = new Map<string, number>()
+  const partitionOfOrg = (orgId: string) => {
+    let partition = partitions.get(orgId)
+    if (partition === undefined) {
+      partition = partitionOf(orgId, deps.partitionCount)
+      partitions.set(orgId, partition)
+    }
+    return partition
+  }
+  const route = (request: Request, orgId: string, forwarded: boolean): Response | Promise<Response> | undefined => {
+    const partition = partitionOfOrg(orgId)
+    if (deps.leases.serves(partition)) return undefined
+    if (deps.leases.epochOf(partition) !== undefined) deps.leases.beatSoon()
+    const holder = deps.leases.holderOf(partition)
+    if (forwarded || holder === undefined || !holder.live || holder.address === null || holder.holder === deps.instanceId) {
+      return unavailable('no server of the cluster serves this organization right now (its owner is changing)')
+    }
+    return forward(request, holder.address, deps)
+  }
+  return (request) => {
+    const path = pathnameOf(request.url)
+    if (!path.startsWith('/v1/')) return undefined
+    const secretHeader = request.headers.get(SECRET_HEADER)
+    const forwarded = secretHeader !== null && secretMatches(secretHeader, deps.secret)
+    let presented: string | undefined
+    try {
+      presented = presentedKey(request)
+    } catch {
+      return undefined
+    }
+    if (presented === undefined) return undefined
+    const keys = deps.keys()
+    if (keys === undefined) return unavailable('this server is starting')
+    const found = keys.lookup(presented, deps.wallNowMs())
+    if (found.ok) return route(request, found.key.orgId, forwarded)
+    if (found.reason !== 'unknown') return undefined
+    // A key issued on another server a moment ago: read once, as the app would.
+    return keys.lookupReadingMisses(presented, deps.wallNowMs()).then((result) => (result.ok ? route(request, result.key.orgId, forwarded) : undefined))
+  }
+}
+
+function unavailable(reason: string): Response {
+  return errorResponse(new ApiError('partner_unavailable', `${reason}; nothing was done; retry`, { headers: { 'retry-after': '1' } }), newId('req'))
+}
+
+/**
+ * Sends the request to the owner's internal listener with the cluster's secret over a kept-alive
+ * connection (Bun's fetch pools them), and relays its answer as it came: status, headers (but the
+ * hop-by-hop ones) and body. An owner that does not answer gives 503 `partner_unavailable`: the
+ * request may have been applied there, so a retry should carry the same `Idempotency-Key`.
+ */
+async function forward(request: Request, address: string, deps: GateDependencies): Promise<Response> {
+  const url = request.url
+  const pathStart = url.indexOf('/', url.indexOf('://') + 3)
+  const target = `http://${address}${pathStart === -1 ? '/' : url.slice(pathStart)}`
+  const headers = new Headers(request.headers)
+  for (const name of NOT_RELAYED) headers.delete(name)
+  headers.set(SECRET_HEADER, deps.secret)
+  headers.set(FORWARDED_BY_HEADER, deps.instanceId)
+  const body = request.method === 'GET' || request.method === 'HEAD' ? undefined : await request.arrayBuffer()
+  const timeoutMs = pathnameOf(url) === '/v1/payments/authorize' ? AUTHORIZE_FORWARD_TIMEOUT_MS : FORWARD_TIMEOUT_MS
+  let upstream: Response
+  try {
+    upstream = await fetch(target, { method: request.method, headers, body, redirect: 'manual', signal: AbortSignal.timeout(timeoutMs) })
+  } catch (error) {
+    return errorResponse(
+      new ApiError('partner_unavailable', `the server that owns this organization did not answer (${(error as Error).name}); the request may or may not have been applied: retry it with the same Idempotency-Key`, {
+        headers: { 'retry-after': '1' },
+      }),
+      newId('req'),
+    )
+  }
+  const relayed = new Headers(upstream.headers)
+  for (const name of NOT_RELAYED) relayed.delete(name)
+  return new Response(await upstream.arrayBuffer(), { status: upstream.status, statusText: upstream.statusText, headers: relayed })
+}

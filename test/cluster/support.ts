@@ -1,0 +1,110 @@
+import postgres from 'postgres'
+import { partitionOf } from '../../server/cluster/partitions.ts'
+import { eventually } from '../support/eventually.ts'
+import { startServerProcess, type ServerProcess } from '../support/server-process.ts'
+
+export const OPERATOR_TOKEN = 'cluster-test-operator-token-0123456789abcdef'
+const SECRET = 'cluster-test-secret-0123456789abcdef0123456789'
+/** Short leases, so failover takes seconds: a lease lasts 1.5 s and is renewed every 300 ms. */
+export const LEASE_TTL_MS = 1500
+const HEARTBEAT_MS = 300
+
+export interface Member {
+  id: string
+  server: ServerProcess
+}
+
+/** Starts a cluster member on the database, named `id`. */
+export async function startMember(databaseUrl: string, id: string, env: Record<string, string> = {}): Promise<Member> {
+  const server = await startServerProcess({
+    DATABASE_URL: databaseUrl,
+    OPERATOR_TOKEN,
+    KASSA_CLUSTER: '1',
+    KASSA_CLUSTER_SECRET: SECRET,
+    KASSA_INSTANCE_ID: id,
+    KASSA_LEASE_TTL_MS: String(LEASE_TTL_MS),
+    KASSA_HEARTBEAT_MS: String(HEARTBEAT_MS),
+    WEBHOOK_DELIVERY_PROCESS: 'false',
+    ...env,
+  })
+  return { id, server }
+}
+
+export interface Answer {
+  status: number
+  body: any
+}
+
+/** One request to a server; a refused connection (a killed server) answers status 0. */
+export async function call(baseUrl: string, token: string, method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<Answer> {
+  try {
+    const response = await fetch(`${baseUrl}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', ...headers },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    })
+    const text = await response.text()
+    return { status: response.status, body: text === '' ? undefined : JSON.parse(text) }
+  } catch (error) {
+    return { status: 0, body: String(error) }
+  }
+}
+
+/** The database's view of the cluster, read on a connection of the test's own. */
+export function clusterTable(databaseUrl: string) {
+  const sql = postgres(databaseUrl, { max: 1, onnotice: () => {} })
+  return {
+    /** The member holding the organization's partition with a live lease, and the epoch. */
+    async ownerOf(orgId: string): Promise<{ holder: string | null; epoch: bigint; live: boolean }> {
+      const [settings] = await sql<Array<{ partition_count: number }>>`select partition_count from cluster_settings`
+      const partition = partitionOf(orgId, settings!.partition_count)
+      const [row] = await sql<Array<{ holder: string | null; epoch: string; live: boolean }>>`
+        select holder, epoch::text as epoch, holder is not null and expires_at > now() as live from cluster_partitions where partition = ${partition}`
+      return { holder: row!.holder, epoch: BigInt(row!.epoch), live: row!.live }
+    },
+    /** Partitions per live holder, and how many nobody holds. */
+    async spread(): Promise<Record<string, number>> {
+      const rows = await sql<Array<{ holder: string | null; count: number }>>`
+        select case when holder is not null and expires_at > now() then holder end as holder, count(*)::int as count from cluster_partitions group by 1`
+      return Object.fromEntries(rows.map((row) => [row.holder ?? '(none)', row.count]))
+    },
+    async rows<Row>(query: string, parameters: unknown[] = []): Promise<Row[]> {
+      return (await sql.unsafe(query, parameters as never[])) as unknown as Row[]
+    },
+    end: () => sql.end({ timeout: 2 }),
+  }
+}
+
+/** Waits until every partition is held by one of `ids` with a live lease, spread as the fair share allows. */
+export async function waitForSpread(table: ReturnType<typeof clusterTable>, ids: readonly string[], timeoutMs = 30_000): Promise<Record<string, number>> {
+  const settled = await eventually(
+    async () => {
+      const spread = await table.spread()
+      const fair = Math.ceil(64 / ids.length)
+      const held = ids.reduce((sum, id) => sum + (spread[id] ?? 0), 0)
+      return held === 64 && ids.every((id) => (spread[id] ?? 0) > 0 && (spread[id] ?? 0) <= fair) ? spread : undefined
+    },
+    { what: `every partition held by ${ids.join(', ')}`, timeoutMs, intervalMs: 100 },
+  )
+  return settled!
+}
+
+/** Waits until a read of the account answers 200 through every server (its owner has loaded it). */
+export async function waitServed(baseUrls: readonly string[], key: string, accountId: string, timeoutMs = 30_000): Promise<void> {
+  for (const baseUrl of baseUrls) {
+    await eventually(
+      async () => {
+        const answer = await call(baseUrl, key, 'GET', `/v1/accounts/${accountId}/balances`)
+        return answer.status === 200 ? true : answer
+      },
+      { what: `the account served through ${baseUrl}`, timeoutMs, intervalMs: 50, accept: (value) => value === true },
+    )
+  }
+}
+
+/** The account's available balance of an asset as one server answers it. */
+export async function available(baseUrl: string, key: string, accountId: string, asset = 'USDC'): Promise<string> {
+  const answer = await call(baseUrl, key, 'GET', `/v1/accounts/${accountId}/balances`)
+  if (answer.status !== 200) throw new Error(`balance read through ${baseUrl}: ${answer.status} ${JSON.stringify(answer.body)}`)
+  return answer.body.balances.find((balance: { asset: string }) => balance.asset === asset)?.available
+}
