@@ -15,9 +15,9 @@ export interface TailLine {
  * what one read from the network delivered. However long the tail runs, that is all it keeps: no
  * list of what was shown and no set of seen ids.
  *
- * The cursor is the id of the last line written, not of the last one received: when the stream
- * stops (pause, a filter change, leaving the tab), what waited unshown is dropped and comes again
- * from the server after the cursor, so each event is shown once without a memory of the ids shown.
+ * The cursor is the id of the last line handed to the view, not of the last one received: when
+ * the stream stops (pause, leaving the tab), what waited unshown is dropped and comes again from the
+ * server after the cursor, so each event is shown once without a memory of the ids shown.
  */
 export class TailQueue {
   private waiting: TailLine[] = []
@@ -58,7 +58,9 @@ export class TailQueue {
       // A batch of the old filter still on its way to the terminal must not move the new cursor.
       this.handed = undefined
     }
-    return this.shownId
+    // A batch on its way to the terminal will be written: the stream resumes after it, or its
+    // lines would come again and be shown twice.
+    return this.handed?.lastId ?? this.shownId
   }
 
   /** The stream stopped: what waited unshown is dropped, to come again after the cursor. */

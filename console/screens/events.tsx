@@ -68,6 +68,7 @@ function EventsScreen({ width, active, setCapturing, memory }: ScreenProps) {
   const [paused, setPaused] = useState(saved.paused ?? false)
   const [state, setState] = useState<{ state: StreamState; detail?: string }>({ state: 'connecting' })
   const [received, setReceived] = useState(saved.received ?? 0)
+  const [waiting, setWaiting] = useState(0)
   const [editing, setEditing] = useState<'types' | 'orgId' | null>(null)
   const [batch, setBatch] = useState<Batch>({ generation: 0, text: '' })
   const queueRef = useRef<TailQueue | null>(null)
@@ -80,8 +81,9 @@ function EventsScreen({ width, active, setCapturing, memory }: ScreenProps) {
 
   useEffect(() => {
     const timer = setInterval(() => {
-      if (!shown.current) return
-      const next = queue.take()
+      const next = shown.current ? queue.take() : undefined
+      // How far the terminal is behind the stream, on the status line (React skips an unchanged value).
+      setWaiting(queue.size)
       if (next === undefined) return
       setReceived((count) => {
         saved.received = count + next.lines.length
@@ -169,6 +171,7 @@ function EventsScreen({ width, active, setCapturing, memory }: ScreenProps) {
         <Text bold>Tail</Text> types <Text color={tint('cyan')}>{types === '' ? 'all' : types}</Text> · org{' '}
         <Text color={tint('cyan')}>{orgId === '' ? 'all' : orgId}</Text> · <Text color={tint(stateColor)}>{state.state}</Text>
         {state.detail && state.state !== 'live' ? ` (${state.detail})` : ''} · {received} received
+        {waiting > 0 ? ` · ${waiting} waiting` : ''}
       </Text>
       {paused ? <Outcome message={{ text: `Paused${queue.cursor ? ` after ${queue.cursor}` : ''}: events keep arriving and follow on resume`, tone: 'info' }} /> : null}
       {editing === 'types' ? (
