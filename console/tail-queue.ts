@@ -8,9 +8,9 @@ export interface TailLine {
  * What the event tail holds between the stream and the terminal, with a fixed bound, and where it
  * resumes.
  *
- * Lines wait here from their arrival until the view takes them as one batch. The view takes a batch
- * only after it wrote the previous one (through `<Static>`, which keeps nothing it wrote), so at any
- * moment the tail holds the lines waiting plus at most one batch. The stream stops reading while
+ * Lines wait here from their arrival until the view takes them in batches of `batchMax` at most.
+ * The view takes a batch only after it wrote the previous one (through `<Static>`, which keeps
+ * nothing it wrote), so at any moment the tail holds the lines waiting plus at most one batch. The stream stops reading while
  * `isFull()` and the server then holds its place, so the lines waiting never pass `waitingMax` plus
  * what one read from the network delivered. However long the tail runs, that is all it keeps: no
  * list of what was shown and no set of seen ids.
@@ -29,9 +29,12 @@ export class TailQueue {
 
   constructor(
     readonly waitingMax: number,
+    /** Lines in one batch at most: the terminal's work for one frame, and what it allocates, has a bound too. */
+    readonly batchMax: number,
     start: { filter: string; cursor: string | undefined },
   ) {
     if (!Number.isInteger(waitingMax) || waitingMax < 1) throw new Error(`waitingMax must be a positive integer, got ${waitingMax}`)
+    if (!Number.isInteger(batchMax) || batchMax < 1) throw new Error(`batchMax must be a positive integer, got ${batchMax}`)
     this.filter = start.filter
     this.shownId = start.cursor
   }
@@ -78,13 +81,14 @@ export class TailQueue {
   }
 
   /**
-   * Takes every waiting line as the next batch for the view, or nothing while the view has not
-   * written the last batch yet (batches handed over faster than frames would pile up in the view).
+   * Takes the oldest waiting lines (`batchMax` at most) as the next batch for the view, or nothing
+   * while the view has not written the last batch yet (batches handed over faster than frames
+   * would pile up in the view).
    */
   take(): { generation: number; lines: string[] } | undefined {
     if (this.handed !== undefined || this.waiting.length === 0) return undefined
-    const taken = this.waiting
-    this.waiting = []
+    const taken = this.waiting.length <= this.batchMax ? this.waiting : this.waiting.slice(0, this.batchMax)
+    this.waiting = taken === this.waiting ? [] : this.waiting.slice(this.batchMax)
     this.generation += 1
     this.handed = { generation: this.generation, lastId: taken[taken.length - 1]!.id }
     return { generation: this.generation, lines: taken.map((entry) => entry.line) }

@@ -19,6 +19,12 @@ const FLUSH_MS = 100
  * the server holds the cursor instead of this process holding the events.
  */
 const WAITING_MAX = 2000
+/**
+ * Lines written in one frame at most. Ink lays a batch out cell by cell, so a frame's work and the
+ * garbage it leaves grow with its lines; ten frames a second of this many keep well ahead of a
+ * thousand events a second.
+ */
+const BATCH_MAX = 500
 
 /** What the tail keeps while the operator is on another tab: where it stopped and its filters. */
 interface TailMemory {
@@ -72,7 +78,7 @@ function EventsScreen({ width, active, setCapturing, memory }: ScreenProps) {
   const [editing, setEditing] = useState<'types' | 'orgId' | null>(null)
   const [batch, setBatch] = useState<Batch>({ generation: 0, text: '' })
   const queueRef = useRef<TailQueue | null>(null)
-  queueRef.current ??= new TailQueue(WAITING_MAX, { filter: filterOf(saved.types ?? '', saved.orgId ?? ''), cursor: saved.cursor })
+  queueRef.current ??= new TailQueue(WAITING_MAX, BATCH_MAX, { filter: filterOf(saved.types ?? '', saved.orgId ?? ''), cursor: saved.cursor })
   const queue = queueRef.current
   // Read by the flush timer: under the help the screen is hidden and <Static> writes nothing, so
   // lines wait (and the stream stops when they fill the queue) until the help is closed.

@@ -28,12 +28,13 @@ function eventLog(count: number): { lines: TailLine[]; after(cursor: string | un
 
 const WAITING_MAX = 2000
 const READ_MAX = 500
+const BATCH_MAX = 300
 
 describe('the event tail queue', () => {
-  test('holds at most its cap plus one read, and hands every line to the view once, in order, however many pass', () => {
+  test('holds at most its cap plus one read, hands the view batches of its batch cap at most, and every line once, in order, however many pass', () => {
     const next = random(73)
     const log = eventLog(100_000)
-    const queue = new TailQueue(WAITING_MAX, { filter: '', cursor: undefined })
+    const queue = new TailQueue(WAITING_MAX, BATCH_MAX, { filter: '', cursor: undefined })
     const shown: string[] = []
     let received: string | undefined
     let inView: number | undefined
@@ -64,12 +65,12 @@ describe('the event tail queue', () => {
     }
     expect(waitingMost).toBeGreaterThanOrEqual(WAITING_MAX)
     expect(waitingMost).toBeLessThan(WAITING_MAX + READ_MAX)
-    expect(batchMost).toBeLessThan(WAITING_MAX + READ_MAX)
+    expect(batchMost).toBe(BATCH_MAX)
     expect(shown).toEqual(log.lines.map((entry) => entry.line))
   })
 
   test('takes no batch while the last one is not written', () => {
-    const queue = new TailQueue(10, { filter: '', cursor: undefined })
+    const queue = new TailQueue(10, 10, { filter: '', cursor: undefined })
     queue.push([{ id: 'evt_1', line: 'one' }])
     const first = queue.take()!
     queue.push([{ id: 'evt_2', line: 'two' }])
@@ -83,7 +84,7 @@ describe('the event tail queue', () => {
   test('a stream stopped and started again resumes after the last line written: none lost, none twice', () => {
     const next = random(7301)
     const log = eventLog(20_000)
-    const queue = new TailQueue(WAITING_MAX, { filter: 'all', cursor: undefined })
+    const queue = new TailQueue(WAITING_MAX, BATCH_MAX, { filter: 'all', cursor: undefined })
     const shown: string[] = []
     let streaming = true
     let received = queue.follow('all')
@@ -125,7 +126,7 @@ describe('the event tail queue', () => {
   })
 
   test('a new filter starts at the end of the log, and a batch of the old one still on its way does not move its cursor', () => {
-    const queue = new TailQueue(10, { filter: 'treasury.*', cursor: 'evt_5' })
+    const queue = new TailQueue(10, 10, { filter: 'treasury.*', cursor: 'evt_5' })
     expect(queue.follow('treasury.*')).toBe('evt_5')
     queue.push([{ id: 'evt_6', line: 'six' }])
     const old = queue.take()!
@@ -140,7 +141,21 @@ describe('the event tail queue', () => {
     expect(queue.follow('operator.*')).toBe('evt_9')
   })
 
-  test('refuses a cap that is not a positive whole number', () => {
-    for (const cap of [0, -1, 1.5, Number.NaN]) expect(() => new TailQueue(cap, { filter: '', cursor: undefined })).toThrow('waitingMax')
+  test('takes the oldest lines first when more wait than one batch holds', () => {
+    const queue = new TailQueue(10, 2, { filter: '', cursor: undefined })
+    queue.push(['a', 'b', 'c'].map((line, index) => ({ id: `evt_${index}`, line })))
+    const first = queue.take()!
+    expect(first.lines).toEqual(['a', 'b'])
+    expect(queue.size).toBe(1)
+    queue.written(first.generation)
+    expect(queue.cursor).toBe('evt_1')
+    expect(queue.take()!.lines).toEqual(['c'])
+  })
+
+  test('refuses caps that are not positive whole numbers', () => {
+    for (const cap of [0, -1, 1.5, Number.NaN]) {
+      expect(() => new TailQueue(cap, 10, { filter: '', cursor: undefined })).toThrow('waitingMax')
+      expect(() => new TailQueue(10, cap, { filter: '', cursor: undefined })).toThrow('batchMax')
+    }
   })
 })
