@@ -108,6 +108,7 @@ try {
     afterGcMb?: number
     heapMb?: number
     objects?: number
+    externalMb?: number
     serverMb: number
     received: number
   }
@@ -119,7 +120,7 @@ try {
     const serverMb = residentMb(server.process.pid)
     const shownNow = received() - start
     const probe = PROBE ? await probeConsole(terminal.child.pid) : undefined
-    samples.push({ atS, consoleMb, afterGcMb: probe?.rssMb, heapMb: probe?.heapMb, objects: probe?.objects, serverMb, received: shownNow })
+    samples.push({ atS, consoleMb, afterGcMb: probe?.rssMb, heapMb: probe?.heapMb, objects: probe?.objects, externalMb: probe?.externalMb, serverMb, received: shownNow })
   }
   let writing = true
   // Sampling runs beside the writing, so a probe's collection in the console never holds the writer back.
@@ -199,9 +200,9 @@ try {
         ]
       : ['- the console collected garbage on its own (BENCH_CONSOLE_GC=0)']),
     '',
-    '| s | console RSS MB | after GC MB | heap MB | live objects | server RSS MB | shown |',
-    '| ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
-    ...samples.map((entry) => `| ${entry.atS} | ${entry.consoleMb} | ${entry.afterGcMb ?? '–'} | ${entry.heapMb ?? '–'} | ${entry.objects ?? '–'} | ${entry.serverMb} | ${entry.received} |`),
+    '| s | console RSS MB | after GC MB | heap MB | live objects | external MB | server RSS MB | shown |',
+    '| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+    ...samples.map((entry) => `| ${entry.atS} | ${entry.consoleMb} | ${entry.afterGcMb ?? '–'} | ${entry.heapMb ?? '–'} | ${entry.objects ?? '–'} | ${entry.externalMb ?? '–'} | ${entry.serverMb} | ${entry.received} |`),
     '',
   ].join('\n')
   console.log(markdown)

@@ -10,6 +10,8 @@ export interface MemorySample {
   /** The JavaScript heap after the collection, and the objects live in it. */
   heapMb: number
   objects: number
+  /** Memory the runtime allocates for the heap's objects outside it (string and buffer contents). */
+  externalMb: number
 }
 
 const MB = 1024 * 1024
@@ -30,11 +32,13 @@ export function installMemoryProbe(env: Record<string, string | undefined>): voi
     // Freed pages go back to the system lazily; give them back now, so what remains resident is what is kept.
     Bun.shrink()
     const heap = heapStats()
+    const usage = process.memoryUsage()
     const sample: MemorySample = {
       rssBeforeMb: Math.round(rssBeforeMb),
-      rssMb: Math.round(process.memoryUsage.rss() / MB),
+      rssMb: Math.round(usage.rss / MB),
       heapMb: Math.round(heap.heapSize / MB),
       objects: heap.objectCount,
+      externalMb: Math.round(usage.external / MB),
     }
     appendFileSync(path, `${JSON.stringify(sample)}\n`)
   })
