@@ -81,7 +81,7 @@ describe('the event tail queue', () => {
     expect(queue.take()!.lines).toEqual(['two'])
   })
 
-  test('a stream stopped and started again resumes after the last line written: none lost, none twice', () => {
+  test('a stream stopped and started again resumes after the last line handed to the view: none lost, none twice', () => {
     const next = random(7301)
     const log = eventLog(20_000)
     const queue = new TailQueue(WAITING_MAX, BATCH_MAX, { filter: 'all', cursor: undefined })
