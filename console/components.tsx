@@ -1,5 +1,6 @@
 import { TextInput } from '@inkjs/ui'
-import { Box, Text, useInput } from 'ink'
+import { Box, Text, useInput, type Key } from 'ink'
+import { useEffect, type RefObject } from 'react'
 import { useTint } from './context.tsx'
 
 /** One line of keys, as shown at the foot of a screen. */
@@ -39,7 +40,33 @@ export function Prompt({ label, defaultValue = '', onSubmit, onCancel }: { label
   )
 }
 
-/** A yes/no question; the screen that asks takes the answer (y confirms, n or esc cancels). */
+/**
+ * Takes the answer to a <Confirm> question in the asking screen's own key handler: y calls `yes`,
+ * n or esc `no`. The handler, not the question, reads the key: it stays subscribed while the question
+ * mounts, so a key pressed as the question appears is not lost.
+ */
+export function answerConfirm(input: string, key: Key, answer: { yes(): void; no(): void }): void {
+  if (input === 'y' || input === 'Y') answer.yes()
+  else if (input === 'n' || input === 'N' || key.escape) answer.no()
+}
+
+/**
+ * Reads a screen's data now and every `refreshMs` while it is mounted; `mounted` says whether it
+ * still is, for answers that arrive after the operator left the screen.
+ */
+export function useRefreshing(refresh: () => Promise<void>, refreshMs: number, mounted: RefObject<boolean>): void {
+  useEffect(() => {
+    mounted.current = true
+    void refresh()
+    const timer = setInterval(() => void refresh(), refreshMs)
+    return () => {
+      mounted.current = false
+      clearInterval(timer)
+    }
+  }, [refresh, refreshMs, mounted])
+}
+
+/** A yes/no question; the screen that asks takes the answer with `answerConfirm`. */
 export function Confirm({ question }: { question: string }) {
   const tint = useTint()
   return (

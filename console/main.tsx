@@ -2,6 +2,7 @@ import { render } from 'ink'
 import { OperatorApi } from './api.ts'
 import { App } from './app.tsx'
 import { HELP, parseArgs } from './args.ts'
+import { installMemoryProbe } from './memory-probe.ts'
 
 /**
  * `bun run console`: checks the address and the token once, then runs the console. Anything that
@@ -34,6 +35,7 @@ async function main(): Promise<number> {
     process.stderr.write('kassa console: needs a terminal (stdin is not a TTY)\n')
     return 1
   }
+  installMemoryProbe(process.env)
   const instance = render(
     <App api={api} environment={connected.value.environment} color={options.color} operatorName={options.operator} refreshMs={options.refreshMs} />,
     { exitOnCtrlC: true },

@@ -1,7 +1,7 @@
 import { Box, Text, useInput } from 'ink'
-import { useCallback, useEffect, useRef, useState } from 'react'
+import { useCallback, useRef, useState } from 'react'
 import { newIdempotencyKey, type CycleAction, type CycleIntentsInfo, type VaultInfo } from '../api.ts'
-import { Confirm, fit, Outcome, Prompt } from '../components.tsx'
+import { answerConfirm, Confirm, fit, Outcome, Prompt, useRefreshing } from '../components.tsx'
 import { useConsole, useTint } from '../context.tsx'
 import type { ScreenDefinition, ScreenProps } from './types.ts'
 import { addDecimals, cycleTotals, sharePrice, withPending, type CycleWithPending } from './vault-data.ts'
@@ -106,15 +106,7 @@ function CyclesScreen({ height, active, setCapturing, memory }: ScreenProps) {
     if (mounted.current) setEntries(read.entries)
   }, [api, report, vaultId])
 
-  useEffect(() => {
-    mounted.current = true
-    void refresh()
-    const timer = setInterval(() => void refresh(), refreshMs)
-    return () => {
-      mounted.current = false
-      clearInterval(timer)
-    }
-  }, [refresh, refreshMs])
+  useRefreshing(refresh, refreshMs, mounted)
 
   setCapturing(flow !== null && flow.step !== 'sending')
 
@@ -161,10 +153,11 @@ function CyclesScreen({ height, active, setCapturing, memory }: ScreenProps) {
     if (!active) return
     if (flow !== null) {
       if (flow.step !== 'confirm') return
-      if (input === 'y' || input === 'Y') {
-        if (flow.action === 'rollback') setFlow({ ...flow, step: 'type' })
-        else void send(flow)
-      } else if (input === 'n' || input === 'N' || key.escape) setFlow(null)
+      answerConfirm(input, key, {
+        // A roll back asks for the vault id too before it is sent.
+        yes: () => (flow.action === 'rollback' ? setFlow({ ...flow, step: 'type' }) : void send(flow)),
+        no: () => setFlow(null),
+      })
       return
     }
     if (key.downArrow || input === 'j') setSelectedId(list[Math.min(list.length - 1, selectedIndex + 1)]?.cycle.cycleId ?? null)

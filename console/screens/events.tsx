@@ -4,6 +4,7 @@ import type { KassaEvent } from '../api.ts'
 import { Outcome, Prompt, shortId } from '../components.tsx'
 import { useConsole, useTint } from '../context.tsx'
 import { followEvents, type StreamState } from '../event-stream.ts'
+import { TailQueue } from '../tail-queue.ts'
 import type { ScreenDefinition, ScreenProps } from './types.ts'
 
 /** Events shown from before the start of a tail (and after a filter change). */
@@ -13,8 +14,17 @@ const BACKLOG = 10
  * network chunk would spend the console's time laying out frames instead of writing lines.
  */
 const FLUSH_MS = 100
-/** Events waiting for the view beyond this stop the reading of the stream until the view catches up. */
-const ARRIVED_MAX = 2000
+/**
+ * Lines waiting for the view beyond this stop the reading of the stream until the view catches up:
+ * the server holds the cursor instead of this process holding the events.
+ */
+const WAITING_MAX = 2000
+/**
+ * Lines written in one frame at most. Ink lays a batch out cell by cell, so a frame's work and the
+ * garbage it leaves grow with its lines; ten frames a second of this many keep well ahead of a
+ * thousand events a second.
+ */
+const BATCH_MAX = 500
 
 /** What the tail keeps while the operator is on another tab: where it stopped and its filters. */
 interface TailMemory {
@@ -26,14 +36,13 @@ interface TailMemory {
 }
 
 /**
- * The lines handed to <Static> in one go. <Static> writes its items once and keeps only the index
- * it reached, so each batch is a new <Static> (a new key): the lines it wrote are dropped, and
- * memory holds at most what arrived since the last frame. A batch is one item of many lines, one
- * text node to lay out rather than one per event.
+ * The lines handed to <Static> in one go, as one text: one node to lay out rather than one per
+ * event. <Static> writes its items once and keeps only the index it reached, so each batch is a new
+ * <Static> (a new key) and the view holds one batch at most.
  */
 interface Batch {
   generation: number
-  lines: string[]
+  text: string
 }
 
 function summary(type: string, data: Record<string, unknown>): string {
@@ -44,6 +53,11 @@ function summary(type: string, data: Record<string, unknown>): string {
     if (typeof value === 'string' || typeof value === 'number') parts.push(name === 'id' ? String(value) : `${name}=${value}`)
   }
   return parts.join(' ')
+}
+
+/** The tail's filters as one string: a stream of another filter is another tail. */
+function filterOf(types: string, orgId: string): string {
+  return `${types}\n${orgId}`
 }
 
 export function eventLine(event: KassaEvent): string {
@@ -60,33 +74,37 @@ function EventsScreen({ width, active, setCapturing, memory }: ScreenProps) {
   const [paused, setPaused] = useState(saved.paused ?? false)
   const [state, setState] = useState<{ state: StreamState; detail?: string }>({ state: 'connecting' })
   const [received, setReceived] = useState(saved.received ?? 0)
+  const [waiting, setWaiting] = useState(0)
   const [editing, setEditing] = useState<'types' | 'orgId' | null>(null)
-  const [batch, setBatch] = useState<Batch>({ generation: 0, lines: [] })
-  const written = useRef(-1)
-  const arrived = useRef<KassaEvent[]>([])
+  const [batch, setBatch] = useState<Batch>({ generation: 0, text: '' })
+  const queueRef = useRef<TailQueue | null>(null)
+  queueRef.current ??= new TailQueue(WAITING_MAX, BATCH_MAX, { filter: filterOf(saved.types ?? '', saved.orgId ?? ''), cursor: saved.cursor })
+  const queue = queueRef.current
+  // Read by the flush timer: under the help the screen is hidden and <Static> writes nothing, so
+  // lines wait (and the stream stops when they fill the queue) until the help is closed.
+  const shown = useRef(active)
+  shown.current = active
 
   useEffect(() => {
     const timer = setInterval(() => {
-      if (arrived.current.length === 0) return
-      const events = arrived.current
-      arrived.current = []
+      const next = shown.current ? queue.take() : undefined
+      // How far the terminal is behind the stream, on the status line (React skips an unchanged value).
+      setWaiting(queue.size)
+      if (next === undefined) return
       setReceived((count) => {
-        saved.received = count + events.length
-        return count + events.length
+        saved.received = count + next.lines.length
+        return count + next.lines.length
       })
-      const text = events.map((event) => eventLine(event).slice(0, width)).join('\n')
-      setBatch((previous) => ({
-        generation: previous.generation + 1,
-        // A batch not yet written (two flushes between frames) is carried into the next one.
-        lines: previous.generation === written.current ? [text] : [...previous.lines, text],
-      }))
+      setBatch({ generation: next.generation, text: next.lines.map((line) => line.slice(0, width)).join('\n') })
     }, FLUSH_MS)
     return () => clearInterval(timer)
-  }, [saved, width])
+  }, [queue, saved, width])
 
+  // Layout effects run after Ink wrote the commit's <Static> output: the batch is on the terminal.
   useLayoutEffect(() => {
-    written.current = batch.generation
-  }, [batch.generation])
+    queue.written(batch.generation)
+    saved.cursor = queue.cursor
+  }, [queue, saved, batch.generation])
 
   setCapturing(editing !== null)
 
@@ -95,6 +113,7 @@ function EventsScreen({ width, active, setCapturing, memory }: ScreenProps) {
       setState({ state: 'paused' })
       return
     }
+    saved.cursor = queue.follow(filterOf(types, orgId))
     const stream = followEvents({
       baseUrl: api.baseUrl,
       headers: api.headers(),
@@ -103,9 +122,9 @@ function EventsScreen({ width, active, setCapturing, memory }: ScreenProps) {
       lastEventId: saved.cursor,
       backlog: BACKLOG,
       onEvents(events) {
-        arrived.current.push(...events)
+        queue.push(events.map((event) => ({ id: event.id, line: eventLine(event) })))
       },
-      isFull: () => arrived.current.length > ARRIVED_MAX,
+      isFull: () => queue.isFull(),
       onState(next, detail) {
         setState({ state: next, detail })
         if (next === 'live') report({ ok: true })
@@ -114,15 +133,14 @@ function EventsScreen({ width, active, setCapturing, memory }: ScreenProps) {
       },
     })
     return () => {
-      saved.cursor = stream.stop()
+      stream.stop()
+      queue.stopped()
     }
-  }, [paused, types, orgId, api, report, saved])
+  }, [paused, types, orgId, api, report, saved, queue])
 
+  // A new filter is a new tail (see TailQueue.follow): it starts at the end of the log, with a
+  // short backlog, and what the old one received but did not show yet is dropped.
   const changeFilter = (which: 'types' | 'orgId', value: string) => {
-    // A new filter is a new tail: it starts at the end of the log, with a short backlog, and what
-    // the old one received but did not show yet is dropped.
-    saved.cursor = undefined
-    arrived.current = []
     if (which === 'types') {
       saved.types = value
       setTypes(value)
@@ -142,8 +160,6 @@ function EventsScreen({ width, active, setCapturing, memory }: ScreenProps) {
     } else if (input === 't') setEditing('types')
     else if (input === 'o') setEditing('orgId')
     else if (input === 'c') {
-      saved.cursor = undefined
-      arrived.current = []
       saved.types = ''
       saved.orgId = ''
       setTypes('')
@@ -154,15 +170,16 @@ function EventsScreen({ width, active, setCapturing, memory }: ScreenProps) {
   const stateColor = state.state === 'live' ? 'green' : state.state === 'paused' ? 'yellow' : 'red'
   return (
     <Box flexDirection="column">
-      <Static key={batch.generation} items={batch.lines}>
+      <Static key={batch.generation} items={batch.text === '' ? [] : [batch.text]}>
         {(text, index) => <Text key={index}>{text}</Text>}
       </Static>
       <Text wrap="truncate">
         <Text bold>Tail</Text> types <Text color={tint('cyan')}>{types === '' ? 'all' : types}</Text> · org{' '}
         <Text color={tint('cyan')}>{orgId === '' ? 'all' : orgId}</Text> · <Text color={tint(stateColor)}>{state.state}</Text>
         {state.detail && state.state !== 'live' ? ` (${state.detail})` : ''} · {received} received
+        {waiting > 0 ? ` · ${waiting} waiting` : ''}
       </Text>
-      {paused ? <Outcome message={{ text: `Paused${saved.cursor ? ` after ${saved.cursor}` : ''}: events keep arriving and follow on resume`, tone: 'info' }} /> : null}
+      {paused ? <Outcome message={{ text: `Paused${queue.cursor ? ` after ${queue.cursor}` : ''}: events keep arriving and follow on resume`, tone: 'info' }} /> : null}
       {editing === 'types' ? (
         <Prompt label="Types (exact or ns.*, comma-separated, empty for all):" defaultValue={types} onCancel={() => setEditing(null)} onSubmit={(value) => changeFilter('types', value)} />
       ) : null}

@@ -1,7 +1,7 @@
 import { Box, Text, useInput } from 'ink'
-import { useCallback, useEffect, useRef, useState } from 'react'
+import { useCallback, useRef, useState } from 'react'
 import { newIdempotencyKey } from '../api.ts'
-import { Confirm, fit, Outcome } from '../components.tsx'
+import { answerConfirm, Confirm, fit, Outcome, useRefreshing } from '../components.tsx'
 import { useConsole, useTint } from '../context.tsx'
 import type { ScreenDefinition, ScreenProps } from './types.ts'
 import { cycleTotals, loadVaultRows, percent, sharePrice, type CycleWithPending, type VaultRow } from './vault-data.ts'
@@ -76,15 +76,7 @@ function VaultsScreen({ height, active, setCapturing }: ScreenProps) {
     if (answer.ok) setRows(answer.rows)
   }, [api, report])
 
-  useEffect(() => {
-    mounted.current = true
-    void refresh()
-    const timer = setInterval(() => void refresh(), refreshMs)
-    return () => {
-      mounted.current = false
-      clearInterval(timer)
-    }
-  }, [refresh, refreshMs])
+  useRefreshing(refresh, refreshMs, mounted)
 
   setCapturing(flow !== null && flow.step === 'confirm')
 
@@ -122,9 +114,7 @@ function VaultsScreen({ height, active, setCapturing }: ScreenProps) {
   useInput((input, key) => {
     if (!active) return
     if (flow !== null) {
-      if (flow.step !== 'confirm') return
-      if (input === 'y' || input === 'Y') void send(flow)
-      else if (input === 'n' || input === 'N' || key.escape) setFlow(null)
+      if (flow.step === 'confirm') answerConfirm(input, key, { yes: () => void send(flow), no: () => setFlow(null) })
       return
     }
     if (key.downArrow || input === 'j') setSelectedId(list[Math.min(list.length - 1, selectedIndex + 1)]?.vault.vaultId ?? null)

@@ -1,7 +1,7 @@
 import { Box, Text, useInput } from 'ink'
-import { useCallback, useEffect, useRef, useState } from 'react'
+import { useCallback, useRef, useState } from 'react'
 import { newIdempotencyKey, type QueueItem, type WithdrawalDetail } from '../api.ts'
-import { age, Confirm, fit, Outcome, Prompt, shortId } from '../components.tsx'
+import { age, answerConfirm, Confirm, fit, Outcome, Prompt, shortId, useRefreshing } from '../components.tsx'
 import { useConsole, useTint } from '../context.tsx'
 import type { ScreenDefinition, ScreenProps } from './types.ts'
 
@@ -67,15 +67,7 @@ function WithdrawalsScreen({ height, active, setCapturing }: ScreenProps) {
     if (answer.ok) setItems(answer.value.withdrawals)
   }, [api, report])
 
-  useEffect(() => {
-    mounted.current = true
-    void refresh()
-    const timer = setInterval(() => void refresh(), refreshMs)
-    return () => {
-      mounted.current = false
-      clearInterval(timer)
-    }
-  }, [refresh, refreshMs])
+  useRefreshing(refresh, refreshMs, mounted)
 
   setCapturing(flow !== null && flow.step !== 'sending')
 
@@ -122,9 +114,7 @@ function WithdrawalsScreen({ height, active, setCapturing }: ScreenProps) {
   useInput((input, key) => {
     if (!active) return
     if (flow !== null) {
-      if (flow.step !== 'confirm') return
-      if (input === 'y' || input === 'Y') void send(flow)
-      else if (input === 'n' || input === 'N' || key.escape) setFlow(null)
+      if (flow.step === 'confirm') answerConfirm(input, key, { yes: () => void send(flow), no: () => setFlow(null) })
       return
     }
     if (detail !== null) {

@@ -1,10 +1,13 @@
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'bun:test'
-import { cleanup } from 'ink-testing-library'
+import { cleanup, render } from 'ink-testing-library'
+import { OperatorApi } from '../../console/api.ts'
+import { ConsoleContext, type ConsoleContextValue } from '../../console/context.tsx'
+import { eventsScreen } from '../../console/screens/events.tsx'
 import { startOperatorFixture, type OperatorFixture } from '../operator/support.ts'
 import { followEvents } from '../../console/event-stream.ts'
 import { eventuallyPasses } from '../support/eventually.ts'
 import { TcpProxy } from '../support/tcp-proxy.ts'
-import { KEYS, renderConsole } from './support.tsx'
+import { KEYS, renderConsole, withReaders } from './support.tsx'
 
 let op: OperatorFixture
 beforeAll(async () => {
@@ -18,6 +21,15 @@ afterAll(async () => {
 async function openTail(view: ReturnType<typeof renderConsole>) {
   view.press('2')
   await view.shows(/Tail types all · org all · live/)
+}
+
+async function filterTypes(view: ReturnType<typeof renderConsole>, types: string) {
+  view.press('t')
+  await view.shows('Types (exact')
+  view.press(types)
+  await view.shows(types)
+  view.press(KEYS.enter)
+  await view.shows(`Tail types ${types} · org all · live`)
 }
 
 describe('the Events screen', () => {
@@ -139,5 +151,46 @@ describe('the Events screen', () => {
     } finally {
       await proxy.close()
     }
+  }, 30_000)
+
+  test('while the screen is covered (the help over it) events wait, counted on its status line, and are printed once it shows again', async () => {
+    // The screen alone, kept visible, so its status line can be read while it is told it is covered.
+    const api = new OperatorApi(op.baseUrl, op.token)
+    const context: ConsoleContextValue = { api, color: false, operatorName: 'Ada', setOperatorName: () => {}, refreshMs: 200, report: () => {} }
+    const memory = { types: 'treasury.withdrawal.pending_approval' }
+    const screen = (active: boolean) => (
+      <ConsoleContext.Provider value={context}>
+        <eventsScreen.Component active={active} height={20} width={100} setCapturing={() => {}} memory={memory} />
+      </ConsoleContext.Provider>
+    )
+    const view = withReaders(render(screen(true)))
+    await view.shows(/pending_approval · org all · live/)
+    const first = await op.pendingWithdrawal('910')
+    await view.printed(first.id)
+    const before = view.received()
+    view.rerender(screen(false))
+    const covered = [await op.pendingWithdrawal('911'), await op.pendingWithdrawal('912')]
+    await view.shows(`${before} received · 2 waiting`)
+    for (const withdrawal of covered) expect(view.everPrinted(withdrawal.id)).toBe(false)
+    view.rerender(screen(true))
+    for (const withdrawal of covered) await view.printed(withdrawal.id)
+    await view.shows(` ${before + 2} received`)
+    await view.hides('waiting')
+  }, 30_000)
+
+  test('leaving the tab and coming back follows from the last event shown: none lost, none twice', async () => {
+    const view = renderConsole(op.baseUrl, op.token)
+    await openTail(view)
+    await filterTypes(view, 'treasury.withdrawal.pending_approval')
+    const first = await op.pendingWithdrawal('913')
+    await view.printed(first.id)
+    const before = view.received()
+    view.press('1')
+    await view.hides('Tail types')
+    const whileAway = [await op.pendingWithdrawal('914'), await op.pendingWithdrawal('915')]
+    view.press('2')
+    await view.shows('Tail types treasury.withdrawal.pending_approval')
+    for (const withdrawal of whileAway) await view.printed(withdrawal.id)
+    await view.shows(` ${before + 2} received`)
   }, 30_000)
 })

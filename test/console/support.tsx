@@ -8,11 +8,14 @@ export const KEYS = { enter: '\r', escape: '\u001B', down: '\u001B[B', up: '\u00
 /** The console's frame rendered by ink-testing-library, talking to a real server at `baseUrl`. */
 export function renderConsole(baseUrl: string, token: string, props: Partial<AppProps> = {}) {
   const api = new OperatorApi(baseUrl, token)
-  const rendered = render(<App api={api} environment="sandbox" color={false} operatorName="Ada" refreshMs={200} healthMs={200} {...props} />)
+  return { ...withReaders(render(<App api={api} environment="sandbox" color={false} operatorName="Ada" refreshMs={200} healthMs={200} {...props} />)), api }
+}
+
+/** What a test reads from anything rendered by ink-testing-library: the frame, what was printed, the keys it presses. */
+export function withReaders(rendered: ReturnType<typeof render>) {
   const frame = () => rendered.lastFrame() ?? ''
   return {
     ...rendered,
-    api,
     frame,
     /** Waits until the frame shows `text` (a real server answers, a real timer refreshes). */
     async shows(text: string | RegExp, timeoutMs = 10_000): Promise<string> {
