@@ -8,6 +8,8 @@ import { followEvents } from '../../console/event-stream.ts'
 import { eventuallyPasses } from '../support/eventually.ts'
 import { TcpProxy } from '../support/tcp-proxy.ts'
 import { KEYS, renderConsole, withReaders } from './support.tsx'
+import { events } from '../../db/schema/index.ts'
+import { eventRow } from '../../server/modules/events/write-sets.ts'
 
 let op: OperatorFixture
 beforeAll(async () => {
@@ -21,6 +23,15 @@ afterAll(async () => {
 async function openTail(view: ReturnType<typeof renderConsole>) {
   view.press('2')
   await view.shows(/Tail types all · org all · live/)
+}
+
+/** Writes `count` events of `type` for the fixture's organization in one transaction, as one commit of many would. */
+async function writeEvents(type: string, count: number) {
+  const created = new Date()
+  const rows = Array.from({ length: count }, (_, index) => eventRow(op.fx.org.id, type, { id: `tick_${index}`, state: 'ok' }, created))
+  await op.app.kassa.runtime.db.transaction(async (tx) => {
+    for (let start = 0; start < rows.length; start += 1000) await tx.insert(events).values(rows.slice(start, start + 1000))
+  })
 }
 
 async function filterTypes(view: ReturnType<typeof renderConsole>, types: string) {
@@ -193,4 +204,19 @@ describe('the Events screen', () => {
     for (const withdrawal of whileAway) await view.printed(withdrawal.id)
     await view.shows(` ${before + 2} received`)
   }, 30_000)
+
+  test('a burst larger than what the tail holds is shown whole and once: the stream waits for the terminal', async () => {
+    const view = renderConsole(op.baseUrl, op.token)
+    await openTail(view)
+    await filterTypes(view, 'console.burst')
+    const before = view.received()
+    // More than the 2,000 lines the tail lets wait: reading stops and resumes until all are shown.
+    await writeEvents('console.burst', 5000)
+    await view.shows(` ${before + 5000} received`, 60_000)
+    await view.printed('console.burst tick_0 state=ok')
+    await view.printed('console.burst tick_4999 state=ok')
+    // One more event: the count moves by exactly one, so none of the burst came twice.
+    await writeEvents('console.burst', 1)
+    await view.shows(` ${before + 5001} received`)
+  }, 90_000)
 })

@@ -79,7 +79,7 @@ export async function eventsAfter(executor: Executor, after: LogPosition, filter
   const conditions = [...filterConditions(filter), sql`(txid, seq) > (${after.txid}::xid8, ${after.seq}::bigint)`]
   const rows = await queryRows<RawEvent>(
     executor,
-    sql`select ${COLUMNS} from events where ${sql.join(conditions, sql` and `)} order by txid, seq limit ${limit}`,
+    sql`select ${COLUMNS} from events where ${sql.join(conditions, sql` and `)} order by events.txid, events.seq limit ${limit}`,
   )
   return rows.map(toRecord)
 }
@@ -89,7 +89,7 @@ export async function eventsUntil(executor: Executor, until: LogPosition, filter
   const conditions = [...filterConditions(filter), sql`(txid, seq) <= (${until.txid}::xid8, ${until.seq}::bigint)`]
   const rows = await queryRows<RawEvent>(
     executor,
-    sql`select ${COLUMNS} from events where ${sql.join(conditions, sql` and `)} order by txid desc, seq desc limit ${limit}`,
+    sql`select ${COLUMNS} from events where ${sql.join(conditions, sql` and `)} order by events.txid desc, events.seq desc limit ${limit}`,
   )
   return rows.map(toRecord).reverse()
 }
@@ -98,7 +98,7 @@ export async function eventsUntil(executor: Executor, until: LogPosition, filter
 export async function endOfLog(executor: Executor): Promise<LogPosition> {
   const [row] = await queryRows<{ txid: string; seq: string }>(
     executor,
-    sql`select txid::text as txid, seq::text as seq from events where ${VISIBLE_EVENT} order by txid desc, seq desc limit 1`,
+    sql`select txid::text as txid, seq::text as seq from events where ${VISIBLE_EVENT} order by events.txid desc, events.seq desc limit 1`,
   )
   return row ?? { txid: '0', seq: '0' }
 }
