@@ -28,7 +28,6 @@ import type { WriteSetRegistry } from './write-sets.ts'
 
 export type { BatchTiming, GuardedWrite, IdempotencyAnswer, LedgerOperation } from './operation.ts'
 export { CommitFailedError, IdempotencyKeyTaken, OperationWithdrawn }
-export { isOperationFault }
 
 /** Some operations of a batch lost a guarded write; the transaction was rolled back and is retried without them. */
 class GuardsRefusedError extends Error {
