@@ -3,6 +3,7 @@ import { join } from 'node:path'
 import type { Config } from './config.ts'
 import { openDatabase, runMigrations, type Database, type DatabaseHandle } from '../db/client.ts'
 import { openLedger, type Ledger } from './ledger/ledger.ts'
+import { accountRows } from './modules/accounts/ledger-rows.ts'
 import { depositWriteSets } from './modules/deposits/write-sets.ts'
 import { eventWriteSets } from './modules/events/write-sets.ts'
 import { holdWriteSets, pendingHoldsToLoad } from './modules/holds/write-sets.ts'
@@ -98,6 +99,7 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
     admit: cluster?.admit,
     fence: cluster?.fence,
     groupCommit: config.groupCommit,
+    accounts: accountRows,
     writerDb: database.writer,
     // PGlite runs in process: nothing to overlap.
     pipelineDepth: database.kind === 'postgres' ? config.ledgerPipelineDepth : 1,

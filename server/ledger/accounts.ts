@@ -1,6 +1,6 @@
 import { and, eq, inArray } from 'drizzle-orm'
 import type { Database, Transaction } from '../../db/client.ts'
-import { accounts, ledgerBalances } from '../../db/schema/index.ts'
+import { ledgerBalances } from '../../db/schema/index.ts'
 import { ApiError, notFound } from '../lib/errors.ts'
 import type { HotBalances } from './hot-balances.ts'
 
@@ -9,6 +9,17 @@ export interface AccountEntry {
   orgId: string
   externalId: string
   status: 'active' | 'frozen'
+}
+
+/**
+ * Where accounts are stored, which the ledger does not know: the accounts module gives it this
+ * (`LedgerOptions.accounts`).
+ */
+export interface AccountRows {
+  /** The accounts with these ids that exist (any order). */
+  byIds(db: Database, accountIds: readonly string[]): Promise<AccountEntry[]>
+  /** Sets an account's status in `tx`; undefined when there is no such account. */
+  setStatus(tx: Transaction, accountId: string, status: AccountEntry['status']): Promise<AccountEntry | undefined>
 }
 
 /**
@@ -31,6 +42,7 @@ export class AccountDirectory {
   constructor(
     private readonly db: Database,
     private readonly balances: HotBalances,
+    private readonly rows: AccountRows,
   ) {}
 
   async find(accountId: string): Promise<AccountEntry | undefined> {
@@ -77,7 +89,7 @@ export class AccountDirectory {
     const missing = [...new Set(accountIds)].filter((id) => !this.entries.has(id))
     for (let start = 0; start < missing.length; start += LOAD_CHUNK) {
       const chunk = missing.slice(start, start + LOAD_CHUNK)
-      const rows = await this.db.select(ENTRY_COLUMNS).from(accounts).where(inArray(accounts.id, chunk))
+      const rows = await this.rows.byIds(this.db, chunk)
       const balanceRows = await this.db.select().from(ledgerBalances).where(inArray(ledgerBalances.accountId, chunk))
       for (const row of balanceRows) this.balances.loadIfAbsent(row)
       for (const row of rows) if (!this.entries.has(row.id)) this.entries.set(row.id, row)
@@ -89,7 +101,7 @@ export class AccountDirectory {
    * in memory is kept (memory may be ahead of the database by what is on its way to it).
    */
   private async loadOne(accountId: string): Promise<AccountEntry | undefined> {
-    const [row] = await this.db.select(ENTRY_COLUMNS).from(accounts).where(eq(accounts.id, accountId))
+    const [row] = await this.rows.byIds(this.db, [accountId])
     if (!row) return undefined
     const balanceRows = await this.db
       .select()
@@ -123,7 +135,7 @@ export class AccountDirectory {
    */
   async setStatus(accountId: string, status: AccountEntry['status'], alsoWrite: (tx: Transaction, entry: AccountEntry) => Promise<void>): Promise<AccountEntry> {
     const row = await this.db.transaction(async (tx) => {
-      const [updated] = await tx.update(accounts).set({ status }).where(eq(accounts.id, accountId)).returning(ENTRY_COLUMNS)
+      const updated = await this.rows.setStatus(tx, accountId, status)
       if (!updated) throw notFound('account')
       await alsoWrite(tx, updated)
       return updated
@@ -136,7 +148,6 @@ export class AccountDirectory {
 }
 
 const LOAD_CHUNK = 10_000
-const ENTRY_COLUMNS = { id: accounts.id, orgId: accounts.orgId, externalId: accounts.externalId, status: accounts.status }
 
 /** The entry when it is the organization's; another organization's account answers exactly like a missing one. */
 function ownedBy(orgId: string, entry: AccountEntry | undefined, field?: string): AccountEntry {

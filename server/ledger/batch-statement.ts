@@ -2,7 +2,7 @@ import { insertFromJson, jsonParameter, OP_COLUMN, ParameterText, StatementTexts
 import { ledgerMovements } from '../../db/schema/index.ts'
 import { assert } from '../lib/assert.ts'
 import { claimParts, NOT_LOST } from '../platform/idempotency.ts'
-import { FENCE_REFUSED_TEXT, fenceText, orgsOf, type CommitFence } from './fence.ts'
+import { FENCE_PLACEHOLDER, FENCE_REFUSED_TEXT, fenceText, orgsOf, type CommitFence } from './fence.ts'
 import { addDeltas, type BalanceDelta, type HotBalance } from './hot-balances.ts'
 import type { LedgerOperation, OwnMovement } from './operation.ts'
 import type { CompiledWriteSet, WriteSetRegistry } from './write-sets.ts'
@@ -73,7 +73,7 @@ export function batchStatement(content: BatchContent, writeSets: WriteSetRegistr
   const fenced = order !== undefined && fence !== undefined
   if (fenced) {
     key.push(fence.condition)
-    values.fence = new ParameterText(fence.parameter(orgsOf(ops)))
+    if (fence.condition.includes(FENCE_PLACEHOLDER)) values.fence = new ParameterText(fence.parameter(orgsOf(ops)))
   }
   // A bundle committed aside is not in the writer's order: its guard always passes (its
   // transaction checks the fence first, see `checkFence`).

@@ -61,7 +61,9 @@ export function orgsOf(ops: Iterable<{ orgId: string }>): Set<string> {
  */
 export async function checkFence(tx: Transaction, fence: CommitFence | undefined, orgIds: ReadonlySet<string>): Promise<void> {
   if (fence === undefined) return
-  const [row] = await queryText<{ ok: boolean | null }>(tx, { text: `select (${fenceText(fence, '$1')}) as ok`, params: [fence.parameter(orgIds)] })
+  // A condition that reads no parameter is sent with none (Postgres refuses a parameter it does not read).
+  const params = fence.condition.includes(FENCE_PLACEHOLDER) ? [fence.parameter(orgIds)] : []
+  const [row] = await queryText<{ ok: boolean | null }>(tx, { text: `select (${fenceText(fence, '$1')}) as ok`, params })
   if (row?.ok !== true) throw new FenceRefused()
 }
 

@@ -4,7 +4,7 @@ import { ledgerBalances } from '../../db/schema/index.ts'
 import { assert, AssertionError } from '../lib/assert.ts'
 import { ApiError } from '../lib/errors.ts'
 import type { AssetCode } from '../lib/assets.ts'
-import { AccountDirectory } from './accounts.ts'
+import { AccountDirectory, type AccountRows } from './accounts.ts'
 import { assertZeroSum, deltasOf, HotBalances, type BalanceDelta, type HotBalance } from './hot-balances.ts'
 import { assertReservationRecord } from './journal.ts'
 import { newPendingHold, PendingHolds, type PendingHold, type PendingHoldFields } from './pending-holds.ts'
@@ -18,6 +18,8 @@ export type { PendingHold }
 
 export interface LedgerOptions {
   groupCommit: boolean
+  /** Where accounts are stored (the accounts module's; the ledger knows no feature table). */
+  accounts: AccountRows
   batchMax?: number
   /** The writer's own connection (see `DatabaseHandle.writer`); `db` when not given. */
   writerDb?: Database
@@ -64,7 +66,7 @@ export class Ledger {
     options: LedgerOptions,
   ) {
     this.pendingHoldsToLoad = options.pendingHolds
-    this.accounts = new AccountDirectory(db, this.balances)
+    this.accounts = new AccountDirectory(db, this.balances, options.accounts)
     this.writer = new GroupCommitWriter(db, options.writerDb ?? db, this.balances, {
       groupCommit: options.groupCommit,
       batchMax: options.batchMax ?? DEFAULT_BATCH_MAX,

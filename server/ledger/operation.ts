@@ -19,8 +19,8 @@ export interface IdempotencyAnswer {
 
 /**
  * Everything one operation writes: its movement, its postings, and the rows of the modules' write
- * sets it carries (`OperationRows`, for instance `payments: [row]`). The writer turns a batch of these into a handful of multi-row
- * statements, so a batch of a hundred costs about as many round trips as a batch of one.
+ * sets it carries (`OperationRows`, for instance `payments: [row]`). The writer turns a batch of
+ * these into one statement, so a batch of a hundred costs one round trip as a batch of one does.
  */
 export type LedgerOperation = OperationWrites & OperationRows & (OwnMovement | MovementInPayment)
 

@@ -8,7 +8,6 @@ import { assert, AssertionError } from '../lib/assert.ts'
  * here from its own `write-sets.ts` (TypeScript declaration merging), so call sites stay typed
  * (`payments: [row]`) while the ledger knows no feature table.
  */
-// biome-ignore lint/suspicious/noEmptyInterface: modules add their fields by declaration merging.
 export interface WriteSetRows {}
 
 export type WriteSetField = keyof WriteSetRows & string

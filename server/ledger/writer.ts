@@ -1,3 +1,13 @@
+/*
+ * The group-commit writer's pipeline: queue → batches in flight → answers in order → settle or
+ * fail. It is one piece past 400 lines because its parts share one state and its invariants span
+ * them all: a batch commits only behind every batch sent before it (the order guard), answers are
+ * handled in the order sent, and nothing is sent while memory is read back after a failure; split
+ * further, each part would reach into the others' state. What stands apart is in files of its own:
+ * the batch statement (`batch-statement.ts`), the queue (`writer-queue.ts`), the pace and its marks
+ * (`writer-pace.ts`), reconciliation with Postgres (`reconcile.ts`), what bisection treats as an
+ * operation's fault (`bisect.ts`), bundles committed aside (`aside.ts`) and the fence (`fence.ts`).
+ */
 import type { TextStatement } from '../../db/bulk.ts'
 import { queryText, type Database, type Transaction } from '../../db/client.ts'
 import { assert } from '../lib/assert.ts'
@@ -18,7 +28,6 @@ import type { WriteSetRegistry } from './write-sets.ts'
 
 export type { BatchTiming, GuardedWrite, IdempotencyAnswer, LedgerOperation } from './operation.ts'
 export { CommitFailedError, IdempotencyKeyTaken, OperationWithdrawn }
-export { isOperationFault }
 
 /** Some operations of a batch lost a guarded write; the transaction was rolled back and is retried without them. */
 class GuardsRefusedError extends Error {
@@ -68,7 +77,7 @@ interface Flight {
   keyTaken: Queued[]
   /** Given up by a failure of an earlier batch: already undone and rejected, its answer is ignored. */
   abandoned: boolean
-  /** `asideGeneration` when it was sent, and whether a bundle was committing aside then. */
+  /** `AsideCommits.generation` when it was sent, and whether a bundle was committing aside then. */
   asideGeneration?: number
   asideActive?: boolean
   /** Its answer, once its promise settled; handled when every batch sent before it has been. */
@@ -357,7 +366,7 @@ export class GroupCommitWriter {
 
   /** Sends a batch as one pipelined statement; its answer is handled in order by `answered`. */
   private send(batch: Queued[]): void {
-    const flight: Flight = { batch, seq: this.guard.seq + 1, sentAt: performance.now(), behind: this.inFlight.length, keyTaken: this.separateDuplicateClaims(batch), abandoned: false, asideGeneration: this.aside.generation, asideActive: this.aside.active }
+    const flight = this.newFlight(batch)
     let statement: TextStatement
     try {
       statement = this.batchStatement(flight)
@@ -375,6 +384,11 @@ export class GroupCommitWriter {
       (rows) => this.received(flight, rows, undefined),
       (error: unknown) => this.received(flight, undefined, error),
     )
+  }
+
+  /** A batch about to be sent, next in the writer's order; a key claimed twice in it leaves it (`separateDuplicateClaims`). */
+  private newFlight(batch: Queued[]): Flight {
+    return { batch, seq: this.guard.seq + 1, sentAt: performance.now(), behind: this.inFlight.length, keyTaken: this.separateDuplicateClaims(batch), abandoned: false, asideGeneration: this.aside.generation, asideActive: this.aside.active }
   }
 
   /**
@@ -517,7 +531,7 @@ export class GroupCommitWriter {
   private async sendGuarded(): Promise<void> {
     const batch = this.takeBatch(true)
     if (batch.length === 0) return
-    const flight: Flight = { batch, seq: this.guard.seq + 1, sentAt: performance.now(), behind: this.inFlight.length, keyTaken: this.separateDuplicateClaims(batch), abandoned: false, asideGeneration: this.aside.generation, asideActive: this.aside.active }
+    const flight = this.newFlight(batch)
     this.recordQueueWait(flight)
     let result: BatchResult
     try {

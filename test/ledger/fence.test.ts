@@ -8,6 +8,7 @@ import { openLedger, type Ledger } from '../../server/ledger/ledger.ts'
 import type { GuardedWrite, LedgerOperation } from '../../server/ledger/writer.ts'
 import { ApiError } from '../../server/lib/errors.ts'
 import { newId } from '../../server/lib/ids.ts'
+import { accountRows } from '../../server/modules/accounts/ledger-rows.ts'
 import { eventRow, eventWriteSets } from '../../server/modules/events/write-sets.ts'
 import { startTestApp, type TestApp } from '../support/app.ts'
 import { expectVerified, ledgerFixture, type LedgerFixture } from './support.ts'
@@ -37,7 +38,7 @@ beforeAll(async () => {
   await app.kassa.runtime.db.execute(sql`create table kassa_test_guarded (id text primary key)`)
   // The faucet's balance row exists before the fenced ledger loads the system balances.
   await fx.fund(await fx.mint('fence-seed'), '1')
-  fenced = await openLedger(app.kassa.runtime.db, { groupCommit: true, fence: FENCE })
+  fenced = await openLedger(app.kassa.runtime.db, { groupCommit: true, accounts: accountRows, fence: FENCE })
   fenced.registerWriteSets(eventWriteSets)
 })
 afterAll(async () => {
