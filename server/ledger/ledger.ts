@@ -7,11 +7,14 @@ import type { AssetCode } from '../lib/assets.ts'
 import { AccountDirectory } from './accounts.ts'
 import { assertZeroSum, deltasOf, HotBalances, type BalanceDelta, type HotBalance } from './hot-balances.ts'
 import { assertReservationRecord } from './journal.ts'
-import { newPendingHold, PendingHolds, type PendingHold } from './pending-holds.ts'
+import { HoldLifecycle } from './hold-lifecycle.ts'
+import type { PendingHold } from './pending-holds.ts'
 import { DEFAULT_ASSET_POLICIES, type AssetPolicy } from './policy.ts'
 import { GroupCommitWriter, type GuardedWrite, type LedgerOperation } from './writer.ts'
 
 export type { PendingHold }
+export { newPendingHold } from './pending-holds.ts'
+export type { ClosingHooks, HoldLifecycle } from './hold-lifecycle.ts'
 
 export interface LedgerOptions {
   groupCommit: boolean
@@ -34,7 +37,8 @@ const DEFAULT_BATCH_MAX = 256
  */
 export class Ledger {
   readonly balances = new HotBalances()
-  readonly pendingHolds = new PendingHolds()
+  /** Pending holds: opened, closed and restored only through this (see `HoldLifecycle`). */
+  readonly holds = new HoldLifecycle()
   readonly accounts: AccountDirectory
   readonly writer: GroupCommitWriter
   readonly policies: Readonly<Record<AssetCode, AssetPolicy>>
@@ -70,18 +74,15 @@ export class Ledger {
       .where(and(eq(ledgerBalances.kind, 'customer'), or(ne(ledgerBalances.held, 0n), ne(ledgerBalances.inFlight, 0n))))
     await this.accounts.loadMany(reserving.map((row) => row.accountId))
     for (const row of await this.db.select().from(holds).where(eq(holds.state, 'pending'))) {
-      this.pendingHolds.set(
-        row.id,
-        newPendingHold({
-          id: row.id,
-          orgId: row.orgId,
-          accountId: row.accountId,
-          asset: row.asset,
-          amountMinor: row.amount,
-          expiresAtMs: row.expiresAt.getTime(),
-          createdAtMs: row.createdAt.getTime(),
-        }),
-      )
+      this.holds.load({
+        id: row.id,
+        orgId: row.orgId,
+        accountId: row.accountId,
+        asset: row.asset,
+        amountMinor: row.amount,
+        expiresAtMs: row.expiresAt.getTime(),
+        createdAtMs: row.createdAt.getTime(),
+      })
     }
   }
 

@@ -88,7 +88,7 @@ describe("an authorization's hold is recorded by its payment's row", () => {
     const kassa = await restartOnSameDatabase(app)
     const second = { kassa, call: (method: string, path: string, body?: unknown) => callApp(kassa, method, path, { key: fx.org.testKey, body }) }
     try {
-      const pending = second.kassa.runtime.ledger.pendingHolds
+      const pending = second.kassa.runtime.ledger.holds
       expect({ owner: pending.get(recorded.holdId)?.ownerId, amount: pending.get(recorded.holdId)?.amountMinor }).toEqual({ owner: recorded.id, amount: 4_000_000n })
       expect(pending.get(legacyHoldId)?.ownerId).toBe(legacy.id)
 

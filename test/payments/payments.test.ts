@@ -1153,18 +1153,18 @@ describe('expiry', () => {
   // The app's own sweeper runs beside these direct calls: they check what any sweep may do, not which one did it.
   test('a lapse that falls due before its authorization is durable waits for it, then expires the payment whole', async () => {
     configurePayments(app.kassa.runtime, { budgetMs: 60_000 })
-    const holdsBefore = app.kassa.runtime.ledger.pendingHolds.size
+    const holdsBefore = app.kassa.runtime.ledger.holds.size
     const openGate = stallWriter()
     let pending: Promise<TestResponse>
     try {
       pending = authorize('2.5', { description: 'late lapse' })
       // The authorization is decided and reserved, its commit held back; then its organization's day passes.
-      await eventually(() => app.kassa.runtime.ledger.pendingHolds.size !== holdsBefore, { what: 'the authorization reserved', timeoutMs: 1_000 }).catch(() => {})
-      expect(app.kassa.runtime.ledger.pendingHolds.size).toBe(holdsBefore + 1)
+      await eventually(() => app.kassa.runtime.ledger.holds.size !== holdsBefore, { what: 'the authorization reserved', timeoutMs: 1_000 }).catch(() => {})
+      expect(app.kassa.runtime.ledger.holds.size).toBe(holdsBefore + 1)
       expect((await fx.call('POST', '/v1/sandbox/clock/advance', { seconds: 24 * 3600 + 60 })).status).toBe(200)
       // Postgres has no authorized payment to expire yet: the hold stays pending for a later sweep.
       expect(await expireDueHolds(app.kassa.runtime)).toBe(0)
-      expect(app.kassa.runtime.ledger.pendingHolds.size).toBe(holdsBefore + 1)
+      expect(app.kassa.runtime.ledger.holds.size).toBe(holdsBefore + 1)
     } finally {
       openGate()
       configurePayments(app.kassa.runtime, { budgetMs: AUTHORIZATION_BUDGET_MS })
@@ -1180,7 +1180,7 @@ describe('expiry', () => {
   test('a hold taken while the sweep reads its payment is left to whoever took it', async () => {
     const payment = (await authorize('1.5')).body
     await app.kassa.runtime.ledger.drain()
-    const hold = app.kassa.runtime.ledger.pendingHolds.get(payment.holdId)!
+    const hold = app.kassa.runtime.ledger.holds.get(payment.holdId)!
     // Every sweep (the app's own too) reads the payments' rows and then their accounts: held there,
     // none can close the hold before another closer's synchronous step has taken it.
     const openGate = holdCalls(app.kassa.runtime.ledger.accounts, 'find')
@@ -1194,8 +1194,8 @@ describe('expiry', () => {
     }
     expect(await sweep).toBe(0)
     await app.kassa.runtime.ledger.drain()
-    expect(app.kassa.runtime.ledger.pendingHolds.isPending(hold)).toBe(true)
-    expect(app.kassa.runtime.ledger.pendingHolds.get(payment.holdId)!.closing).toBe(true)
+    expect(app.kassa.runtime.ledger.holds.isPending(hold)).toBe(true)
+    expect(app.kassa.runtime.ledger.holds.get(payment.holdId)!.closing).toBe(true)
     expect((await fx.call('GET', `/v1/payments/${payment.id}`)).body.state).toBe('authorized')
     // Given back (as a failed close gives it back), the next sweep takes it.
     hold.closing = false
@@ -1216,7 +1216,7 @@ describe('expiry', () => {
       hold = (await fx.call('GET', `/v1/holds/${payment.holdId}`)).body
     }
     expect(hold).toMatchObject({ state: 'expired' })
-    expect(app.kassa.runtime.ledger.pendingHolds.get(payment.holdId)).toBeUndefined()
+    expect(app.kassa.runtime.ledger.holds.get(payment.holdId)).toBeUndefined()
     expect((await fx.call('GET', `/v1/payments/${payment.id}`)).body.state).toBe('voided')
     expect(await eventsOf(payment.id)).toEqual(['payment.authorized'])
     await expectVerified(app)
@@ -1228,7 +1228,7 @@ describe('expiry', () => {
     const second: Kassa = await restartOnSameDatabase(app)
     const call = (method: string, path: string, body?: unknown) => callApp(second, method, path, { key: fx.org.testKey, body })
     try {
-      expect(second.runtime.ledger.pendingHolds.get(payment.holdId)?.ownerId).toBe(payment.id)
+      expect(second.runtime.ledger.holds.get(payment.holdId)?.ownerId).toBe(payment.id)
       expect((await call('POST', '/v1/sandbox/clock/advance', { seconds: 24 * 3600 })).status).toBe(200)
       // The second instance's own background sweep, not a direct call, expires it.
       const state = await eventually(async () => (await call('GET', `/v1/payments/${payment.id}`)).body.state, { what: 'the payment lapsed', timeoutMs: 5_000, intervalMs: 20, accept: (value) => value === 'lapsed' }).catch((error: Error) => error.message)

@@ -46,8 +46,8 @@ export async function whileExpiryCommits(runtime: Runtime, holdId: string, advan
   try {
     await advance()
     sweep = expireDueHolds(runtime)
-    await eventually(() => runtime.ledger.pendingHolds.get(holdId)?.closing === true, { what: `hold ${holdId} closing`, timeoutMs: 1_000 }).catch(() => {})
-    expect(runtime.ledger.pendingHolds.get(holdId)).toMatchObject({ closing: true, expiring: true })
+    await eventually(() => runtime.ledger.holds.get(holdId)?.closing === true, { what: `hold ${holdId} closing`, timeoutMs: 1_000 }).catch(() => {})
+    expect(runtime.ledger.holds.get(holdId)).toMatchObject({ closing: true, expiring: true })
     await check()
   } finally {
     open()

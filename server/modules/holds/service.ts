@@ -1,8 +1,7 @@
 import { assertCanSend } from '../../ledger/accounts.ts'
 import { eventRow } from '../../ledger/events.ts'
 import type { Posting } from '../../ledger/hot-balances.ts'
-import type { PendingHold } from '../../ledger/ledger.ts'
-import { newPendingHold } from '../../ledger/pending-holds.ts'
+import { newPendingHold, type PendingHold } from '../../ledger/ledger.ts'
 import type { HoldRow, LedgerOperation } from '../../ledger/writer.ts'
 import { notFound } from '../../lib/errors.ts'
 import { logFailure } from '../../lib/log.ts'
@@ -97,8 +96,8 @@ export async function createHold(runtime: Runtime, orgId: string, input: CreateH
     holds: [row],
     events: [eventRow(orgId, 'hold.created', { ...holdEventData(hold), externalId: account.externalId }, now)],
     // The hold is pending (and capturable) from the moment its reservation is made.
-    reserve: () => runtime.ledger.pendingHolds.set(hold.id, hold),
-    revert: () => runtime.ledger.pendingHolds.delete(hold.id),
+    reserve: () => runtime.ledger.holds.open(hold),
+    revert: () => runtime.ledger.holds.close(hold.id),
     idempotencyRecord: answerInCommit(toHoldView(row)),
   })
   return toHoldView(row)
@@ -107,7 +106,7 @@ export async function createHold(runtime: Runtime, orgId: string, input: CreateH
 /** Pays from the hold to a destination; what the capture does not use returns to available. */
 export async function captureHold(runtime: Runtime, orgId: string, holdId: string, input: CaptureHoldInput): Promise<HoldView> {
   await requirePendingHold(runtime, orgId, holdId)
-  const hold = runtime.ledger.pendingHolds.get(holdId)
+  const hold = runtime.ledger.holds.get(holdId)
   // It closed while the lookup awaited; looking again answers why.
   if (!hold) return captureHold(runtime, orgId, holdId, input)
   const info = requireAsset(hold.asset)
@@ -194,7 +193,7 @@ export async function getHold(runtime: Runtime, orgId: string, holdId: string): 
  * whoever took them.
  */
 export async function expireDueHolds(runtime: Runtime): Promise<number> {
-  const pending = runtime.ledger.pendingHolds
+  const pending = runtime.ledger.holds
   const due = pending.due((orgId) => runtime.clock.nowMs(orgId), EXPIRY_SWEEP_BATCH_MAX)
   const owned = due.filter((hold) => hold.ownerId !== undefined)
   let extenders: ExpiryExtender[] = []

@@ -1,5 +1,5 @@
 import type { Posting } from '../../ledger/hot-balances.ts'
-import type { PendingHold } from '../../ledger/ledger.ts'
+import type { ClosingHooks, PendingHold } from '../../ledger/ledger.ts'
 import type { HoldRow } from '../../ledger/writer.ts'
 import { ApiError } from '../../lib/errors.ts'
 import type { Runtime } from '../../runtime.ts'
@@ -69,7 +69,7 @@ export async function findHoldRecord(runtime: Runtime, orgId: string, holdId: st
  * Pending holds are always in memory, so a miss is never pending; the database says what it is.
  */
 export async function requirePendingHold(runtime: Runtime, orgId: string, holdId: string, field?: string): Promise<void> {
-  const pending = runtime.ledger.pendingHolds.get(holdId)
+  const pending = runtime.ledger.holds.get(holdId)
   if (pending && pending.orgId === orgId) return
   const row = await findHoldRecord(runtime, orgId, holdId)
   if (!row) throw new ApiError('not_found', 'No such hold', field ? { field } : {})
@@ -83,7 +83,7 @@ export async function requirePendingHold(runtime: Runtime, orgId: string, holdId
  */
 export function takePendingHold(runtime: Runtime, orgId: string, holdId: string, field?: string, ownerId?: string): PendingHold {
   const options = field ? { field } : {}
-  const pending = runtime.ledger.pendingHolds.get(holdId)
+  const pending = runtime.ledger.holds.get(holdId)
   if (!pending || pending.orgId !== orgId) throw new ApiError('hold_not_active', `Hold ${holdId} is no longer pending`, options)
   // A payment's hold moves only through the payment, so its state and the hold's cannot diverge.
   if (pending.ownerId !== ownerId) throw new ApiError('hold_not_active', `Hold ${holdId} belongs to ${pending.ownerId ?? 'no owner'}; use that resource`, options)
@@ -98,18 +98,6 @@ export function takePendingHold(runtime: Runtime, orgId: string, holdId: string,
  * Marks a pending hold as closing in memory (and as expiring, when the expiry sweep closes it);
  * the returned hooks plug into a ledger operation.
  */
-export function closingHooks(runtime: Runtime, hold: PendingHold, expiring = false): { reserve: () => void; revert: () => void; committed: () => void } {
-  return {
-    reserve: () => {
-      hold.closing = true
-      if (expiring) hold.expiring = true
-    },
-    revert: () => {
-      hold.closing = false
-      if (expiring) hold.expiring = undefined
-    },
-    committed: () => {
-      runtime.ledger.pendingHolds.delete(hold.id)
-    },
-  }
+export function closingHooks(runtime: Runtime, hold: PendingHold, expiring = false): ClosingHooks {
+  return runtime.ledger.holds.closing(hold, expiring)
 }

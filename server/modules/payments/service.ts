@@ -1,8 +1,7 @@
 import { eventRow } from '../../ledger/events.ts'
 import { SYSTEM_ACCOUNTS, deltasOf, type Posting } from '../../ledger/hot-balances.ts'
 import type { AccountEntry } from '../../ledger/accounts.ts'
-import type { PendingHold } from '../../ledger/ledger.ts'
-import { newPendingHold } from '../../ledger/pending-holds.ts'
+import { newPendingHold, type PendingHold } from '../../ledger/ledger.ts'
 import { CommitFailedError, IdempotencyKeyTaken, OperationWithdrawn, type BatchTiming, type IdempotencyAnswer, type LedgerOperation, type PaymentRow } from '../../ledger/writer.ts'
 import { ApiError, invalid, notFound } from '../../lib/errors.ts'
 import { logFailure } from '../../lib/log.ts'
@@ -196,27 +195,19 @@ export async function startPayments(runtime: Runtime): Promise<void> {
   for (const payment of await repo.authorizedPaymentHolds(runtime.db)) {
     if (payment.holdId === null) continue
     // A hold made before payments recorded their own holds has its row, loaded with the rest.
-    const loaded = runtime.ledger.pendingHolds.get(payment.holdId)
-    if (loaded) {
-      loaded.ownerId = payment.id
-      loaded.ownerDurable = true
-      continue
-    }
+    if (runtime.ledger.holds.assignOwner(payment.holdId, payment.id)) continue
     if (payment.holdId !== ownedHoldId(payment.id) || payment.amount === null || payment.expiresAt === null) continue
-    runtime.ledger.pendingHolds.set(
-      payment.holdId,
-      newPendingHold({
-        id: payment.holdId,
-        orgId: payment.orgId,
-        accountId: payment.accountId,
-        asset: payment.asset,
-        amountMinor: payment.amount,
-        expiresAtMs: payment.expiresAt.getTime(),
-        createdAtMs: payment.createdAt.getTime(),
-        ownerId: payment.id,
-        ownerDurable: true,
-      }),
-    )
+    runtime.ledger.holds.load({
+      id: payment.holdId,
+      orgId: payment.orgId,
+      accountId: payment.accountId,
+      asset: payment.asset,
+      amountMinor: payment.amount,
+      expiresAtMs: payment.expiresAt.getTime(),
+      createdAtMs: payment.createdAt.getTime(),
+      ownerId: payment.id,
+      ownerDurable: true,
+    })
   }
   onOwnedHoldLookup(runtime, (orgId, holdId) => paymentHold(runtime, orgId, holdId))
   onHoldExpiry(runtime, async (holds) => {
@@ -649,10 +640,10 @@ function reserve(runtime: Runtime, payment: PaymentRow, info: AssetInfo, amountM
     events: [eventRow(payment.orgId, 'payment.authorized', eventData(authorized, externalId, { holdId: hold.id, expiresAt: view.expiresAt }, view.amount), now)],
     idempotencyRecord: context.idempotency ? inlineRecord(context.idempotency, 201, body, runtime.clock.wallNowMs()) : undefined,
     reserve: () => {
-      runtime.ledger.pendingHolds.set(hold.id, hold)
+      runtime.ledger.holds.open(hold)
     },
     revert: () => {
-      runtime.ledger.pendingHolds.delete(hold.id)
+      runtime.ledger.holds.close(hold.id)
     },
     committed: (batch, queuedAt) => {
       hold.ownerDurable = true
@@ -725,7 +716,7 @@ function failClosed(runtime: Runtime, hold: PendingHold, commit: Promise<void>, 
     const landed = reported || (error instanceof CommitFailedError && (await repo.findPayment(runtime.db, payment.orgId, payment.id))?.state === 'authorized')
     if (landed && !reported) {
       await runtime.ledger.writer.resync(deltasOf(payment.orgId, reservationPostings(hold), 1n))
-      runtime.ledger.pendingHolds.set(hold.id, hold)
+      runtime.ledger.holds.restore(hold)
     }
     if (landed) {
       const now = runtime.clock.now(payment.orgId)
@@ -891,7 +882,7 @@ async function takeAuthorized(runtime: Runtime, orgId: string, id: string): Prom
   // From here to the caller's `submit` everything is synchronous: no other request slips in.
   if (found.state === 'lapsed') throw new ApiError('hold_expired', `Payment ${id} lapsed at ${found.expiresAt?.toISOString()}`)
   if (found.state !== 'authorized' || !found.holdId) throw new ApiError('hold_not_active', `Payment ${id} is ${found.state}`)
-  const pending = runtime.ledger.pendingHolds.get(found.holdId)
+  const pending = runtime.ledger.holds.get(found.holdId)
   // Postgres still says authorized while a capture, void or lapse of it commits, or just did.
   if (pending?.expiring) throw new ApiError('hold_expired', `Payment ${id} expired at ${new Date(pending.expiresAtMs).toISOString()}`)
   if (pending === undefined || pending.closing) throw new ApiError('hold_not_active', `Payment ${id} is closing`)
