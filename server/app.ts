@@ -1,6 +1,6 @@
 import { Elysia } from 'elysia'
 import type { Config } from './config.ts'
-import { ledgerOpsRoutes } from './modules/ledger-ops/routes.ts'
+import { createLedgerOpsModule } from './modules/ledger-ops/routes.ts'
 import { accountsRoutes } from './modules/accounts/routes.ts'
 import { allowlistRoutes } from './modules/allowlist/routes.ts'
 import { startAllowlistActivation } from './modules/allowlist/service.ts'
@@ -9,7 +9,7 @@ import { sandboxChainRoutes } from './modules/chain/routes.ts'
 import { startChain } from './modules/chain/service.ts'
 import { depositsRoutes, suspenseOpsRoutes } from './modules/deposits/routes.ts'
 import { startDeposits } from './modules/deposits/service.ts'
-import { balancesRoutes, sandboxFundingRoutes } from './modules/balances/routes.ts'
+import { createBalancesModule } from './modules/balances/index.ts'
 import { holdsRoutes } from './modules/holds/routes.ts'
 import { paymentsOpsRoutes, paymentsRoutes } from './modules/payments/routes.ts'
 import { authorizationFront } from './modules/payments/front.ts'
@@ -20,7 +20,7 @@ import { webhooksRoutes } from './modules/webhooks/routes.ts'
 import { createEarningModule } from './modules/earning/index.ts'
 import { createVaultsModule } from './modules/vaults/index.ts'
 import { startWebhookDelivery } from './modules/webhooks/worker.ts'
-import { quotesRoutes } from './modules/quotes/routes.ts'
+import { createQuotesModule } from './modules/quotes/index.ts'
 import { createOperatorModule } from './modules/operator/module.ts'
 import { orgsOpsRoutes } from './modules/orgs/routes.ts'
 import { sandboxRoutes } from './modules/sandbox/routes.ts'
@@ -79,6 +79,10 @@ export async function buildApp(runtime: Runtime) {
   // The SBT data API: its operator routes join /ops/v1 here; its own listener is started by main.ts.
   const sbt = createSbtModule({ db: runtime.db, config: runtime.config, nowMs: () => runtime.clock.wallNowMs() })
   runtime.stoppers.push(() => sbt.stop())
+  const { db, ledger, clock } = runtime
+  const balances = createBalancesModule({ ledger, clock, access, allocations: earning?.allocations })
+  const quotes = createQuotesModule({ db, ledger, clock, access, instantRedeem: earning?.quoteInstantRedeem })
+  const ledgerOps = createLedgerOpsModule({ db, ledger, clock, loopLag: runtime.loopLag, config: { groupCommit: runtime.config.groupCommit } })
   const front = authorizationFront(runtime, idempotency, (request) => app.fetch(request))
   let app = new Elysia({ name: 'kassa', normalize: false, serve: { routes: front.routes } })
     .use(arrivalPlugin())
@@ -92,11 +96,11 @@ export async function buildApp(runtime: Runtime) {
     .use(orgsOpsRoutes(runtime, idempotency))
     .use(assetsRoutes(access))
     .use(accountsRoutes(runtime, access))
-    .use(ledgerOpsRoutes(runtime))
-    .use(balancesRoutes(runtime, access, earning?.allocations))
+    .use(ledgerOps.opsRoutes)
+    .use(balances.routes)
     .use(holdsRoutes(runtime, access))
     .use(transfersRoutes(runtime, access))
-    .use(quotesRoutes(runtime, access, earning?.quoteInstantRedeem))
+    .use(quotes.routes)
     .use(paymentsRoutes(runtime, access, idempotency))
     .use(paymentsOpsRoutes(runtime))
     .use(depositsRoutes(runtime, access))
@@ -118,7 +122,7 @@ export async function buildApp(runtime: Runtime) {
     runtime.stoppers.push(() => earning.stop())
   }
   if (runtime.config.serviceEnv === 'sandbox') {
-    app = app.use(sandboxRoutes(runtime, access)).use(sandboxFundingRoutes(runtime, access)).use(sandboxChainRoutes(runtime, access)) as unknown as typeof app
+    app = app.use(sandboxRoutes(runtime, access)).use(balances.sandboxRoutes).use(sandboxChainRoutes(runtime, access)) as unknown as typeof app
   }
   startHoldExpiry(runtime)
   startAllowlistActivation(runtime)
