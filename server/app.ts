@@ -10,11 +10,8 @@ import { startChain } from './modules/chain/service.ts'
 import { depositsRoutes, suspenseOpsRoutes } from './modules/deposits/routes.ts'
 import { startDeposits } from './modules/deposits/service.ts'
 import { createBalancesModule } from './modules/balances/index.ts'
-import { holdsRoutes } from './modules/holds/routes.ts'
-import { paymentsOpsRoutes, paymentsRoutes } from './modules/payments/routes.ts'
-import { authorizationFront } from './modules/payments/front.ts'
-import { startPayments } from './modules/payments/service.ts'
-import { startHoldExpiry } from './modules/holds/service.ts'
+import { createHoldRecords, createHoldsModule, type HoldsModule } from './modules/holds/index.ts'
+import { createPaymentsModule, type PaymentsModule } from './modules/payments/index.ts'
 import { eventsOpsRoutes, eventsRoutes } from './modules/events/routes.ts'
 import { webhooksRoutes } from './modules/webhooks/routes.ts'
 import { createEarningModule } from './modules/earning/index.ts'
@@ -25,7 +22,7 @@ import { createOperatorModule } from './modules/operator/module.ts'
 import { orgsOpsRoutes } from './modules/orgs/routes.ts'
 import { sandboxRoutes } from './modules/sandbox/routes.ts'
 import { createStatementsModule, type StatementsModule } from './modules/statements/index.ts'
-import { transfersRoutes } from './modules/transfers/routes.ts'
+import { createTransfersModule } from './modules/transfers/index.ts'
 import { withdrawalsOpsRoutes, withdrawalsRoutes } from './modules/withdrawals/routes.ts'
 import { createSbtModule } from './modules/sbt/index.ts'
 import { startWithdrawals } from './modules/withdrawals/service.ts'
@@ -72,18 +69,39 @@ export async function buildApp(runtime: Runtime) {
           workerIntervalMs: runtime.config.earningWorkerIntervalMs,
           crashPoint: runtime.config.crashPoint,
         })
+  // The SBT data API: its operator routes join /ops/v1 here; its own listener is started by main.ts.
+  const sbt = createSbtModule({ db: runtime.db, config: runtime.config, nowMs: () => runtime.clock.wallNowMs() })
+  runtime.stoppers.push(() => sbt.stop())
+  // Money between accounts: the holds' records come first (transfers pay from pending holds, and a
+  // hold's capture is a transfer), then payments, which own the holds of their authorizations and
+  // register with the holds module as their owner (how to read one, and what a lapse adds to its
+  // expiry) before the hold sweep starts below.
+  const { db, ledger, clock } = runtime
+  const holdRecords = createHoldRecords({ db, ledger, clock })
+  const transfers = createTransfersModule({ db, ledger, clock, holds: holdRecords, access })
+  const holds = createHoldsModule({ ledger, clock, access, records: holdRecords, transfers: transfers.executor })
+  const payments = createPaymentsModule({
+    db,
+    ledger,
+    clock,
+    access,
+    idempotency,
+    auth: { keys: runtime.keys, clock, rateLimiter: runtime.rateLimiter, operatorToken: runtime.operatorToken },
+    shedder: () => runtime.shedder,
+    loopLag: runtime.loopLag,
+    holds,
+    config: { bodyLimitBytes: runtime.config.bodyLimitBytes, slowAuthorizationMs: runtime.config.slowAuthorizationMs, slowAuthorizationsKept: runtime.config.slowAuthorizationsKept },
+  })
+  // Its fail-closed retries stop and its queued decline records are written before the ledger drains.
+  runtime.stoppers.unshift(() => payments.stop())
+  const balances = createBalancesModule({ ledger, clock, access, allocations: earning?.allocations })
+  const quotes = createQuotesModule({ db, ledger, clock, access, instantRedeem: earning?.quoteInstantRedeem })
+  const ledgerOps = createLedgerOpsModule({ db, ledger, clock, loopLag: runtime.loopLag, config: { groupCommit: runtime.config.groupCommit } })
   // Authorizations are answered in front of the app, before Elysia's router and request hooks,
   // the load shedder first: Bun's router sends them there (`serve.routes`, which a listening app
   // gives Bun beside Elysia's own), and what the front does not answer (a caller without a secret
   // key) goes on to the app.
-  // The SBT data API: its operator routes join /ops/v1 here; its own listener is started by main.ts.
-  const sbt = createSbtModule({ db: runtime.db, config: runtime.config, nowMs: () => runtime.clock.wallNowMs() })
-  runtime.stoppers.push(() => sbt.stop())
-  const { db, ledger, clock } = runtime
-  const balances = createBalancesModule({ ledger, clock, access, allocations: earning?.allocations })
-  const quotes = createQuotesModule({ db, ledger, clock, access, instantRedeem: earning?.quoteInstantRedeem })
-  const ledgerOps = createLedgerOpsModule({ db, ledger, clock, loopLag: runtime.loopLag, config: { groupCommit: runtime.config.groupCommit } })
-  const front = authorizationFront(runtime, idempotency, (request) => app.fetch(request))
+  const front = payments.front((request) => app.fetch(request))
   let app = new Elysia({ name: 'kassa', normalize: false, serve: { routes: front.routes } })
     .use(arrivalPlugin())
     .use(errorsPlugin({ onErrorResponse: (request, error, response) => recordIdempotentFailure(idempotency, request, error, response) }))
@@ -98,11 +116,11 @@ export async function buildApp(runtime: Runtime) {
     .use(accountsRoutes(runtime, access))
     .use(ledgerOps.opsRoutes)
     .use(balances.routes)
-    .use(holdsRoutes(runtime, access))
-    .use(transfersRoutes(runtime, access))
+    .use(holds.routes)
+    .use(transfers.routes)
     .use(quotes.routes)
-    .use(paymentsRoutes(runtime, access, idempotency))
-    .use(paymentsOpsRoutes(runtime))
+    .use(payments.routes)
+    .use(payments.opsRoutes)
     .use(depositsRoutes(runtime, access))
     .use(suspenseOpsRoutes(runtime, idempotency))
     .use(allowlistRoutes(runtime, access))
@@ -124,13 +142,16 @@ export async function buildApp(runtime: Runtime) {
   if (runtime.config.serviceEnv === 'sandbox') {
     app = app.use(sandboxRoutes(runtime, access)).use(balances.sandboxRoutes).use(sandboxChainRoutes(runtime, access)) as unknown as typeof app
   }
-  startHoldExpiry(runtime)
+  // The authorized payments' holds are back in memory before the sweep that expires holds starts.
+  await payments.start()
+  holds.start()
+  runtime.stoppers.push(() => holds.stop())
   startAllowlistActivation(runtime)
   // The outcome listener is registered before the chain starts delivering outcomes.
   startWithdrawals(runtime)
   startChain(runtime)
   startDeposits(runtime)
-  return { app, handle: front.handle, statements, sbt, earning }
+  return { app, handle: front.handle, statements, sbt, earning, payments, holds }
 }
 
 export type App = Awaited<ReturnType<typeof buildApp>>['app']
@@ -143,6 +164,10 @@ export interface Kassa {
   runtime: Runtime
   /** Sealed daily statements (its sealer's `runOnce()` is what tests drive). */
   statements: StatementsModule
+  /** Payments: `configure` (tests set the budget), `declines`, `stats`. */
+  payments: PaymentsModule
+  /** Holds: `expiry.runOnce()` is one pass of the expiry sweep (tests drive it). */
+  holds: HoldsModule
   /** Earning's services and its worker step (undefined when earning is off). */
   earning: EarningModule | undefined
   /**
@@ -156,9 +181,7 @@ export interface Kassa {
 /** Builds the whole service for a config; only `server/main.ts` listens. */
 export async function createApp(config: Config, options: RuntimeOptions = {}): Promise<Kassa> {
   const runtime = await createRuntime(config, options)
-  // Payments own some holds; they must be known before the hold sweeper starts.
-  await startPayments(runtime)
-  const { app, handle, statements, sbt, earning } = await buildApp(runtime)
+  const { app, handle, statements, sbt, earning, payments, holds } = await buildApp(runtime)
   await statements.start()
   // Delivery runs beside the request path and never inside it: requests only write events.
   await startWebhookDelivery(runtime)
@@ -168,6 +191,8 @@ export async function createApp(config: Config, options: RuntimeOptions = {}): P
     runtime,
     statements,
     earning,
+    payments,
+    holds,
     handle: async (request) => handle(request),
     async close() {
       if (app.server) await app.stop()

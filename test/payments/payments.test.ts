@@ -4,7 +4,6 @@ import { sql } from 'drizzle-orm'
 import { queryRows, type Database } from '../../db/client.ts'
 import type { Kassa } from '../../server/app.ts'
 import { SYSTEM_ACCOUNTS } from '../../server/ledger/hot-balances.ts'
-import { expireDueHolds } from '../../server/modules/holds/service.ts'
 import { Payment } from '../../server/modules/payments/model.ts'
 import { ErrorBody } from '../../server/platform/errors.ts'
 import { eventRow } from '../../server/ledger/events.ts'
@@ -13,7 +12,7 @@ import { newId } from '../../server/lib/ids.ts'
 import { DECLINE_BACKLOG_MAX, DeclineRecorder } from '../../server/modules/payments/repo.ts'
 import { inlineRecord } from '../../server/platform/idempotency.ts'
 import { DEFAULT_SHEDDING, LoadShedder } from '../../server/platform/load-shedder.ts'
-import { AUTHORIZATION_ANSWER_MARGIN_MS, AUTHORIZATION_BUDGET_MS, AUTHORIZATION_P99_MS, configurePayments, DECLINE_RECORD_LAG_MAX_MS, declineRecorderOf } from '../../server/modules/payments/service.ts'
+import { AUTHORIZATION_ANSWER_MARGIN_MS, AUTHORIZATION_BUDGET_MS, AUTHORIZATION_P99_MS, DECLINE_RECORD_LAG_MAX_MS } from '../../server/modules/payments/state.ts'
 import { callApp, restartOnSameDatabase, type TestApp, type TestResponse } from '../support/app.ts'
 import { holdCalls, stallWriter as stallLedgerWriter, whileExpiryCommits } from '../support/writer.ts'
 import { expectVerified, ledgerFixture, ledgerState, type LedgerFixture } from '../ledger/support.ts'
@@ -449,7 +448,7 @@ describe('idempotency on the hot path (the record commits with the authorization
   })
 
   test('a key whose answer was a fail-closed decline replays the decline, never the late approval', async () => {
-    configurePayments(app.kassa.runtime, { budgetMs: 100 })
+    app.kassa.payments.configure({ budgetMs: 100 })
     const release = stallWriter()
     let first: TestResponse
     try {
@@ -457,7 +456,7 @@ describe('idempotency on the hot path (the record commits with the authorization
       expect(first.body).toMatchObject({ state: 'declined', failureCode: 'processing_timeout' })
     } finally {
       release()
-      configurePayments(app.kassa.runtime, { budgetMs: AUTHORIZATION_BUDGET_MS })
+      app.kassa.payments.configure({ budgetMs: AUTHORIZATION_BUDGET_MS })
     }
     // Right after the late write lands and while it is being closed, and after: always the decline.
     for (let attempt = 0; attempt < 5; attempt++) {
@@ -474,7 +473,7 @@ describe('fail closed', () => {
   test('a budget that ends inside a long turn of the loop is declined from the next authorization read, before any timer runs', async () => {
     // Past capacity one turn of Bun's loop can read requests for seconds without running a timer:
     // a budget ended by its timer alone was answered only after the turn.
-    configurePayments(app.kassa.runtime, { budgetMs: 100 })
+    app.kassa.payments.configure({ budgetMs: 100 })
     const release = stallWriter()
     const send = (amount: string) =>
       app.kassa.handle(
@@ -501,7 +500,7 @@ describe('fail closed', () => {
       expect(((await (await second).json()) as { state: string }).state).toBe('declined')
     } finally {
       release()
-      configurePayments(app.kassa.runtime, { budgetMs: AUTHORIZATION_BUDGET_MS })
+      app.kassa.payments.configure({ budgetMs: AUTHORIZATION_BUDGET_MS })
     }
     await app.kassa.runtime.ledger.drain()
     await expectVerified(app)
@@ -509,7 +508,7 @@ describe('fail closed', () => {
 
   test('a commit slower than the budget is declined processing_timeout in time, and the late write can never be captured', async () => {
     const openGate = stallWriter()
-    configurePayments(app.kassa.runtime, { budgetMs: 150 })
+    app.kassa.payments.configure({ budgetMs: 150 })
     const before = await fx.balance(payer)
     let response: TestResponse
     try {
@@ -526,7 +525,7 @@ describe('fail closed', () => {
       expect({ status: capture.status, code: capture.body.error.code }).toEqual({ status: 409, code: 'hold_not_active' })
     } finally {
       openGate()
-      configurePayments(app.kassa.runtime, { budgetMs: AUTHORIZATION_BUDGET_MS })
+      app.kassa.payments.configure({ budgetMs: AUTHORIZATION_BUDGET_MS })
     }
     // The late write lands; the fail-closed release follows it.
     await afterFailClosedRelease(app, fx, response.body.id)
@@ -541,7 +540,7 @@ describe('fail closed', () => {
 describe('fail closed while queued', () => {
   test('an authorization still waiting for the writer when the budget runs out is withdrawn: only its decline is ever written', async () => {
     await quickenWriterPace()
-    configurePayments(app.kassa.runtime, { budgetMs: 100 })
+    app.kassa.payments.configure({ budgetMs: 100 })
     const before = await fx.balance(payer)
     const release = stallWriter()
     let first: TestResponse
@@ -567,13 +566,13 @@ describe('fail closed while queued', () => {
       for (const answer of await Promise.all(inFlightAnswers)) expect(answer.body).toMatchObject({ state: 'declined', failureCode: 'processing_timeout' })
     } finally {
       release()
-      configurePayments(app.kassa.runtime, { budgetMs: AUTHORIZATION_BUDGET_MS })
+      app.kassa.payments.configure({ budgetMs: AUTHORIZATION_BUDGET_MS })
     }
     expect(first!.body).toMatchObject({ state: 'declined', failureCode: 'processing_timeout' })
     expect(second!.body).toMatchObject({ state: 'declined', failureCode: 'processing_timeout', holdId: null })
     for (let attempt = 0; attempt < 100; attempt++) {
       await app.kassa.runtime.ledger.drain()
-      if (app.kassa.runtime.ledger.writer.pendingCount() === 0 && declineRecorderOf(app.kassa.runtime).backlog === 0 && (await eventsOf(first!.body.id)).length === 2) break
+      if (app.kassa.runtime.ledger.writer.pendingCount() === 0 && app.kassa.payments.declines.backlog === 0 && (await eventsOf(first!.body.id)).length === 2) break
       await Bun.sleep(20)
     }
     expect(await eventsOf(second!.body.id)).toEqual(['payment.declined'])
@@ -588,9 +587,9 @@ describe('fail closed while queued', () => {
 describe('a spent budget', () => {
   test("a decline reached once the budget has run out is answered in that turn of the loop: its record is written behind, not raced for one more turn", async () => {
     const runtime = app.kassa.runtime
-    const recorder = declineRecorderOf(runtime)
+    const recorder = app.kassa.payments.declines
     await quickenWriterPace()
-    configurePayments(runtime, { budgetMs: 100 })
+    app.kassa.payments.configure({ budgetMs: 100 })
     const before = await fx.balance(payer)
     const release = stallWriter()
     const openRecords = holdCalls(recorder, 'write')
@@ -631,7 +630,7 @@ describe('a spent budget', () => {
       recorder.record = record
       openRecords()
       release()
-      configurePayments(runtime, { budgetMs: AUTHORIZATION_BUDGET_MS })
+      app.kassa.payments.configure({ budgetMs: AUTHORIZATION_BUDGET_MS })
     }
     await funding
     await eventually(() => recorder.backlog === 0, { what: 'the decline records written', timeoutMs: 5_000 }).catch(() => {})
@@ -838,7 +837,7 @@ describe('load shedding', () => {
 
 describe('decline records', () => {
   test('records behind: a decline without a key waits for its record at most the lag limit, then is answered and recorded behind; a keyed one still waits for its record', async () => {
-    const recorder = declineRecorderOf(app.kassa.runtime)
+    const recorder = app.kassa.payments.declines
     // The recorder's writes are held back: its records fall behind the answers.
     const open = holdCalls(recorder, 'write')
     const tooMuch = '1000'
@@ -889,9 +888,9 @@ describe('decline records', () => {
 
   test('records as far behind as memory may keep: an authorization that would be declined is refused 429 with nothing of it kept, an approval still goes through, and every decline answered is recorded', async () => {
     const runtime = app.kassa.runtime
-    const recorder = declineRecorderOf(runtime)
+    const recorder = app.kassa.payments.declines
     const refusedBefore = (await app.ops('GET', '/ops/v1/payments/stats')).body.declineRecords.refused
-    configurePayments(runtime, { declineBacklogMax: 2 })
+    app.kassa.payments.configure({ declineBacklogMax: 2 })
     const open = holdCalls(recorder, 'write')
     const tooMuch = '1000'
     const key = `unrecordable-${Date.now()}`
@@ -936,7 +935,7 @@ describe('decline records', () => {
       expect((await authorizeWithKey(key, tooMuch)).body).toEqual(again.body)
     } finally {
       open()
-      configurePayments(runtime, { declineBacklogMax: DECLINE_BACKLOG_MAX })
+      app.kassa.payments.configure({ declineBacklogMax: DECLINE_BACKLOG_MAX })
     }
     for (const id of approved) expect((await fx.call('POST', `/v1/payments/${id}/void`)).body.state).toBe('voided')
     await expectVerified(app)
@@ -1121,10 +1120,10 @@ describe('expiry', () => {
     const payment = (await authorize('6')).body
     const before = await fx.balance(payer)
     expect((await fx.call('POST', '/v1/sandbox/clock/advance', { seconds: 24 * 3600 - 60 })).status).toBe(200)
-    await expireDueHolds(app.kassa.runtime)
+    await app.kassa.holds.expiry.runOnce()
     expect((await fx.call('GET', `/v1/payments/${payment.id}`)).body.state).toBe('authorized')
     expect((await fx.call('POST', '/v1/sandbox/clock/advance', { seconds: 61 })).status).toBe(200)
-    await expireDueHolds(app.kassa.runtime)
+    await app.kassa.holds.expiry.runOnce()
     await app.kassa.runtime.ledger.drain()
     const expired = await fx.call('GET', `/v1/payments/${payment.id}`)
     expect(expired.body).toMatchObject({ state: 'lapsed' })
@@ -1140,7 +1139,7 @@ describe('expiry', () => {
     const payment = (await authorize('4')).body
     const advance = async () => expect((await fx.call('POST', '/v1/sandbox/clock/advance', { seconds: 24 * 3600 + 1 })).status).toBe(200)
     // Answered directly: the ledger's state cannot be read while its writer is stalled.
-    await whileExpiryCommits(app.kassa.runtime, payment.holdId, advance, async () => {
+    await whileExpiryCommits(app.kassa, payment.holdId, advance, async () => {
       const capture = await fx.call('POST', `/v1/payments/${payment.id}/capture`, {})
       expect([capture.status, capture.body.error.code]).toEqual([422, 'hold_expired'])
       const voided = await fx.call('POST', `/v1/payments/${payment.id}/void`)
@@ -1152,7 +1151,7 @@ describe('expiry', () => {
 
   // The app's own sweeper runs beside these direct calls: they check what any sweep may do, not which one did it.
   test('a lapse that falls due before its authorization is durable waits for it, then expires the payment whole', async () => {
-    configurePayments(app.kassa.runtime, { budgetMs: 60_000 })
+    app.kassa.payments.configure({ budgetMs: 60_000 })
     const holdsBefore = app.kassa.runtime.ledger.holds.size
     const openGate = stallWriter()
     let pending: Promise<TestResponse>
@@ -1163,11 +1162,11 @@ describe('expiry', () => {
       expect(app.kassa.runtime.ledger.holds.size).toBe(holdsBefore + 1)
       expect((await fx.call('POST', '/v1/sandbox/clock/advance', { seconds: 24 * 3600 + 60 })).status).toBe(200)
       // Postgres has no authorized payment to expire yet: the hold stays pending for a later sweep.
-      expect(await expireDueHolds(app.kassa.runtime)).toBe(0)
+      expect(await app.kassa.holds.expiry.runOnce()).toBe(0)
       expect(app.kassa.runtime.ledger.holds.size).toBe(holdsBefore + 1)
     } finally {
       openGate()
-      configurePayments(app.kassa.runtime, { budgetMs: AUTHORIZATION_BUDGET_MS })
+      app.kassa.payments.configure({ budgetMs: AUTHORIZATION_BUDGET_MS })
     }
     const payment = (await pending).body
     expect(payment).toMatchObject({ state: 'authorized', description: 'late lapse' })
@@ -1187,7 +1186,7 @@ describe('expiry', () => {
     let sweep: Promise<number>
     try {
       expect((await fx.call('POST', '/v1/sandbox/clock/advance', { seconds: 24 * 3600 + 60 })).status).toBe(200)
-      sweep = expireDueHolds(app.kassa.runtime)
+      sweep = app.kassa.holds.expiry.runOnce()
       hold.closing = true
     } finally {
       openGate()
@@ -1211,7 +1210,7 @@ describe('expiry', () => {
     expect((await fx.call('POST', '/v1/sandbox/clock/advance', { seconds: 24 * 3600 + 60 })).status).toBe(200)
     let hold: Record<string, unknown> = {}
     for (let attempt = 0; attempt < 50 && hold.state !== 'expired'; attempt++) {
-      await expireDueHolds(app.kassa.runtime)
+      await app.kassa.holds.expiry.runOnce()
       await app.kassa.runtime.ledger.drain()
       hold = (await fx.call('GET', `/v1/holds/${payment.holdId}`)).body
     }
@@ -1250,7 +1249,7 @@ describe('expiry', () => {
 async function expiredOnceSwept(paymentId: string): Promise<Record<string, unknown>> {
   let view: Record<string, unknown> = {}
   for (let attempt = 0; attempt < 50 && view.state !== 'lapsed'; attempt++) {
-    await expireDueHolds(app.kassa.runtime)
+    await app.kassa.holds.expiry.runOnce()
     await app.kassa.runtime.ledger.drain()
     view = (await fx.call('GET', `/v1/payments/${paymentId}`)).body
   }
