@@ -887,7 +887,6 @@ describe('decline records', () => {
   })
 
   test('records as far behind as memory may keep: an authorization that would be declined is refused 429 with nothing of it kept, an approval still goes through, and every decline answered is recorded', async () => {
-    const runtime = app.kassa.runtime
     const recorder = app.kassa.payments.declines
     const refusedBefore = (await app.ops('GET', '/ops/v1/payments/stats')).body.declineRecords.refused
     app.kassa.payments.configure({ declineBacklogMax: 2 })
