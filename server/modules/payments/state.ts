@@ -13,6 +13,11 @@ import type { HoldRecords } from '../holds/state.ts'
 import * as repo from './repo.ts'
 import { SLOW_AUTHORIZATION_CODEC, type AuthorizationTrace, type SlowAuthorization } from './slow.ts'
 
+/*
+ * The payments module's settings and its per-instance state (`PaymentsCore`), which the factory
+ * makes once and every payments function is handed: no state lives at module level.
+ */
+
 /** The contract's hard budget: an authorization is answered within it, approved only if durable. */
 export const AUTHORIZATION_BUDGET_MS = 500
 /**
