@@ -35,7 +35,7 @@ import { HotBalances, deltasOf, type Posting } from '../server/ledger/hot-balanc
 import { parseAmount } from '../server/lib/money.ts'
 import { countAbove, histogramBetween, quantileBound, type HistogramSnapshot } from '../server/lib/histogram.ts'
 import { AuthorizePaymentBody } from '../server/modules/payments/model.ts'
-import type { SlowAuthorization } from '../server/modules/payments/service.ts'
+import type { SlowAuthorization } from '../server/modules/payments/slow.ts'
 import { EMBEDDED_IN_MEMORY, openDatabase } from '../db/client.ts'
 import { TcpProxy } from '../test/support/tcp-proxy.ts'
 import { createWebhookLoad } from './webhook-receivers.ts'

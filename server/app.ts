@@ -1,27 +1,24 @@
 import { Elysia } from 'elysia'
 import type { Config } from './config.ts'
-import { ledgerOpsRoutes } from './modules/ledger-ops/routes.ts'
+import { createLedgerOpsModule } from './modules/ledger-ops/routes.ts'
 import { createAccountsModule } from './modules/accounts/index.ts'
 import { createAllowlistModule } from './modules/allowlist/index.ts'
 import { assetsRoutes } from './modules/assets/routes.ts'
 import { createChainModule } from './modules/chain/index.ts'
 import { createDepositsModule, type DepositsModule } from './modules/deposits/index.ts'
-import { balancesRoutes, sandboxFundingRoutes } from './modules/balances/routes.ts'
-import { holdsRoutes } from './modules/holds/routes.ts'
-import { paymentsOpsRoutes, paymentsRoutes } from './modules/payments/routes.ts'
-import { authorizationFront } from './modules/payments/front.ts'
-import { startPayments } from './modules/payments/service.ts'
-import { startHoldExpiry } from './modules/holds/service.ts'
+import { createBalancesModule } from './modules/balances/index.ts'
+import { createHoldRecords, createHoldsModule, type HoldsModule } from './modules/holds/index.ts'
+import { createPaymentsModule, type PaymentsModule } from './modules/payments/index.ts'
 import { createEventsModule } from './modules/events/index.ts'
 import { createWebhooksModule, type WebhooksModule } from './modules/webhooks/index.ts'
 import { createEarningModule } from './modules/earning/index.ts'
 import { createVaultsModule } from './modules/vaults/index.ts'
-import { quotesRoutes } from './modules/quotes/routes.ts'
+import { createQuotesModule } from './modules/quotes/index.ts'
 import { createOperatorModule } from './modules/operator/module.ts'
 import { createOrgsModule } from './modules/orgs/index.ts'
 import { createSandboxModule } from './modules/sandbox/index.ts'
 import { createStatementsModule, type StatementsModule } from './modules/statements/index.ts'
-import { transfersRoutes } from './modules/transfers/routes.ts'
+import { createTransfersModule } from './modules/transfers/index.ts'
 import { createSbtModule } from './modules/sbt/index.ts'
 import { createWithdrawalsModule, type WithdrawalsModule } from './modules/withdrawals/index.ts'
 import { accessPlugin, recordIdempotentFailure } from './platform/access.ts'
@@ -89,18 +86,42 @@ export async function buildApp(runtime: Runtime) {
           workerIntervalMs: runtime.config.earningWorkerIntervalMs,
           crashPoint: runtime.config.crashPoint,
         })
-  // Authorizations are answered in front of the app, before Elysia's router and request hooks,
-  // the load shedder first: Bun's router sends them there (`serve.routes`, which a listening app
-  // gives Bun beside Elysia's own), and what the front does not answer (a caller without a secret
-  // key) goes on to the app.
   // The SBT data API: its operator routes join /ops/v1 here; its own listener is started by main.ts.
   const sbt = createSbtModule({ db: runtime.db, config: runtime.config, nowMs: () => runtime.clock.wallNowMs() })
   runtime.stoppers.push(() => sbt.stop())
-  // In cluster mode the gate comes first: a partner request for an organization another server
-  // owns is forwarded there before this server looks at it (docs/scale-out.md, "Cluster mode").
+  // Money between accounts: the holds' records come first (transfers pay from pending holds, and a
+  // hold's capture is a transfer), then payments, which own the holds of their authorizations and
+  // register with the holds module as their owner (how to read one, and what a lapse adds to its
+  // expiry) before the hold sweep starts below.
+  const holdRecords = createHoldRecords({ db, ledger, clock })
+  const transfers = createTransfersModule({ db, ledger, clock, holds: holdRecords, access })
+  const holds = createHoldsModule({ ledger, clock, access, records: holdRecords, transfers: transfers.executor })
+  const payments = createPaymentsModule({
+    db,
+    ledger,
+    clock,
+    access,
+    idempotency,
+    auth: { keys: runtime.keys, clock, rateLimiter: runtime.rateLimiter, operatorToken: runtime.operatorToken },
+    shedder: () => runtime.shedder,
+    loopLag: runtime.loopLag,
+    holds,
+    config: { bodyLimitBytes: runtime.config.bodyLimitBytes, slowAuthorizationMs: runtime.config.slowAuthorizationMs, slowAuthorizationsKept: runtime.config.slowAuthorizationsKept },
+  })
+  // Its fail-closed retries stop and its queued decline records are written before the ledger drains.
+  runtime.stoppers.unshift(() => payments.stop())
+  const balances = createBalancesModule({ ledger, clock, access, allocations: earning?.allocations })
+  const quotes = createQuotesModule({ db, ledger, clock, access, instantRedeem: earning?.quoteInstantRedeem })
+  const ledgerOps = createLedgerOpsModule({ db, ledger, clock, loopLag: runtime.loopLag, config: { groupCommit: runtime.config.groupCommit } })
+  // Authorizations are answered in front of the app, before Elysia's router and request hooks,
+  // the load shedder first: Bun's router sends them there (`serve.routes`, which a listening app
+  // gives Bun beside Elysia's own), and what the front does not answer (a caller without a secret
+  // key) goes on to the app. In cluster mode the gate comes before it: a partner request for an
+  // organization another server owns is forwarded there before this server looks at it
+  // (docs/scale-out.md, "Cluster mode").
   const gate = runtime.cluster?.gate
   const front = gatedFront(
-    authorizationFront(runtime, idempotency, (request): Response | Promise<Response> => app.fetch(request)),
+    payments.front((request): Response | Promise<Response> => app.fetch(request)),
     gate,
   )
   let app = new Elysia({ name: 'kassa', normalize: false, serve: { routes: front.routes } })
@@ -116,13 +137,13 @@ export async function buildApp(runtime: Runtime) {
     .use(orgs.opsRoutes)
     .use(assetsRoutes(access))
     .use(accounts.routes)
-    .use(ledgerOpsRoutes(runtime))
-    .use(balancesRoutes(runtime, access, earning?.allocations))
-    .use(holdsRoutes(runtime, access))
-    .use(transfersRoutes(runtime, access))
-    .use(quotesRoutes(runtime, access, earning?.quoteInstantRedeem))
-    .use(paymentsRoutes(runtime, access, idempotency))
-    .use(paymentsOpsRoutes(runtime))
+    .use(ledgerOps.opsRoutes)
+    .use(balances.routes)
+    .use(holds.routes)
+    .use(transfers.routes)
+    .use(quotes.routes)
+    .use(payments.routes)
+    .use(payments.opsRoutes)
     .use(deposits.routes)
     .use(deposits.opsRoutes)
     .use(allowlist.routes)
@@ -143,9 +164,12 @@ export async function buildApp(runtime: Runtime) {
   }
   if (runtime.config.serviceEnv === 'sandbox') {
     const sandbox = createSandboxModule({ db, clock, access })
-    app = app.use(sandbox.routes).use(sandboxFundingRoutes(runtime, access)).use(chain.sandboxRoutes) as unknown as typeof app
+    app = app.use(sandbox.routes).use(balances.sandboxRoutes).use(chain.sandboxRoutes) as unknown as typeof app
   }
-  startHoldExpiry(runtime)
+  // The authorized payments' holds are back in memory before the sweep that expires holds starts.
+  await payments.start()
+  holds.start()
+  runtime.stoppers.push(() => holds.stop())
   allowlist.start()
   runtime.stoppers.push(() => allowlist.stop())
   // The outcome listener is registered before the chain starts delivering outcomes.
@@ -155,7 +179,7 @@ export async function buildApp(runtime: Runtime) {
   runtime.stoppers.push(() => chain.stop())
   deposits.start()
   runtime.stoppers.push(() => deposits.stop())
-  return { app, handle: front.handle, statements, sbt, earning, deposits, withdrawals, webhooks }
+  return { app, handle: front.handle, statements, sbt, earning, payments, holds, deposits, withdrawals, webhooks }
 }
 
 export type App = Awaited<ReturnType<typeof buildApp>>['app']
@@ -168,6 +192,10 @@ export interface Kassa {
   runtime: Runtime
   /** Sealed daily statements (its sealer's `runOnce()` is what tests drive). */
   statements: StatementsModule
+  /** Payments: `configure` (tests set the budget), `declines`, `stats`, and the holds of organizations taken in cluster mode. */
+  payments: PaymentsModule
+  /** Holds: `expiry.runOnce()` is one pass of the expiry sweep (tests drive it). */
+  holds: HoldsModule
   /** Earning's services and its worker step (undefined when earning is off). */
   earning: EarningModule | undefined
   /** Deposits: the sweep's steps and the suspense actions, as tests drive them. */
@@ -187,9 +215,7 @@ export interface Kassa {
 /** Builds the whole service for a config; only `server/main.ts` listens. */
 export async function createApp(config: Config, options: RuntimeOptions = {}): Promise<Kassa> {
   const runtime = await createRuntime(config, options)
-  // Payments own some holds; they must be known before the hold sweeper starts.
-  await startPayments(runtime)
-  const { app, handle, statements, sbt, earning, deposits, withdrawals, webhooks } = await buildApp(runtime)
+  const { app, handle, statements, sbt, earning, payments, holds, deposits, withdrawals, webhooks } = await buildApp(runtime)
   await statements.start()
   // Delivery runs beside the request path and never inside it: requests only write events.
   await webhooks.start()
@@ -200,6 +226,8 @@ export async function createApp(config: Config, options: RuntimeOptions = {}): P
     runtime,
     statements,
     earning,
+    payments,
+    holds,
     deposits,
     withdrawals,
     webhooks,

@@ -2,7 +2,6 @@ import { loadConfigOrExit } from './config.ts'
 import { startDeliveryProcess } from './platform/delivery-process.ts'
 import { DataFolderInUse } from '../db/folder-lock.ts'
 import { createApp } from './app.ts'
-import { loadAuthorizedPaymentHolds } from './modules/payments/service.ts'
 import { warmUp, warmUpSummary } from './warm-up.ts'
 import { BUN_BODY_BACKSTOP_BYTES } from './platform/body.ts'
 import { DatabaseInUse, DatabaseUnavailable, describeConnectFailure, describeHolder, takeServingLock, type ServingLock } from '../db/serving-lock.ts'
@@ -111,7 +110,7 @@ async function main(): Promise<void> {
           keys: kassa.runtime.keys,
           wallNowMs: () => kassa.runtime.clock.wallNowMs(),
           handle: (request) => kassa.handle(request),
-          loaders: [(orgIds) => loadAuthorizedPaymentHolds(kassa.runtime, orgIds)],
+          loaders: [(orgIds) => kassa.payments.loadAuthorizedHolds(orgIds)],
           log: (line) => console.log(`kassa: ${line}`),
         },
         config.host,

@@ -7,7 +7,8 @@ import type { AssetCode } from '../lib/assets.ts'
 import { AccountDirectory, type AccountRows } from './accounts.ts'
 import { assertZeroSum, deltasOf, HotBalances, type BalanceDelta, type HotBalance } from './hot-balances.ts'
 import { assertReservationRecord } from './journal.ts'
-import { newPendingHold, PendingHolds, type PendingHold, type PendingHoldFields } from './pending-holds.ts'
+import { HoldLifecycle } from './hold-lifecycle.ts'
+import type { PendingHold, PendingHoldFields } from './pending-holds.ts'
 import { DEFAULT_ASSET_POLICIES, type AssetPolicy } from './policy.ts'
 import type { CommitFence } from './fence.ts'
 import type { GuardedWrite, LedgerOperation } from './operation.ts'
@@ -15,6 +16,8 @@ import { GroupCommitWriter } from './writer.ts'
 import { WriteSetRegistry, type WriteSet } from './write-sets.ts'
 
 export type { PendingHold }
+export { newPendingHold } from './pending-holds.ts'
+export type { ClosingHooks, HoldLifecycle } from './hold-lifecycle.ts'
 
 export interface LedgerOptions {
   groupCommit: boolean
@@ -54,7 +57,8 @@ const DEFAULT_BATCH_MAX = 256
  */
 export class Ledger {
   readonly balances = new HotBalances()
-  readonly pendingHolds = new PendingHolds()
+  /** Pending holds: opened, closed and restored only through this (see `HoldLifecycle`). */
+  readonly holds = new HoldLifecycle()
   readonly accounts: AccountDirectory
   readonly writer: GroupCommitWriter
   readonly policies: Readonly<Record<AssetCode, AssetPolicy>>
@@ -96,7 +100,7 @@ export class Ledger {
       .from(ledgerBalances)
       .where(and(eq(ledgerBalances.kind, 'customer'), or(ne(ledgerBalances.held, 0n), ne(ledgerBalances.inFlight, 0n))))
     await this.accounts.loadMany(reserving.map((row) => row.accountId))
-    for (const fields of (await this.pendingHoldsToLoad?.(this.db)) ?? []) this.pendingHolds.set(fields.id, newPendingHold(fields))
+    for (const fields of (await this.pendingHoldsToLoad?.(this.db)) ?? []) this.holds.load(fields)
   }
 
   /**
@@ -116,7 +120,7 @@ export class Ledger {
   forgetOrganizations(orgIds: ReadonlySet<string>): void {
     this.accounts.forgetOrganizations(orgIds)
     this.balances.forgetOrganizations(orgIds)
-    this.pendingHolds.forgetOrganizations(orgIds)
+    this.holds.forgetOrganizations(orgIds)
   }
 
   /**
@@ -135,7 +139,7 @@ export class Ledger {
         .from(ledgerBalances)
         .where(and(inArray(ledgerBalances.orgId, chunk), eq(ledgerBalances.kind, 'customer'), or(ne(ledgerBalances.held, 0n), ne(ledgerBalances.inFlight, 0n))))
       await this.accounts.loadMany(reserving.map((row) => row.accountId))
-      for (const fields of (await this.pendingHoldsToLoad?.(this.db, chunk)) ?? []) this.pendingHolds.set(fields.id, newPendingHold(fields))
+      for (const fields of (await this.pendingHoldsToLoad?.(this.db, chunk)) ?? []) this.holds.load(fields)
     }
   }
 

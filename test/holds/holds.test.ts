@@ -1,7 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { startTestApp, type TestApp } from '../support/app.ts'
 import { expectRefusedWithoutChange, expectVerified, ledgerFixture, type LedgerFixture } from '../ledger/support.ts'
-import { expireDueHolds } from '../../server/modules/holds/service.ts'
 import { whileExpiryCommits } from '../support/writer.ts'
 import { eventually } from '../support/eventually.ts'
 
@@ -114,7 +113,7 @@ describe('holds', () => {
     const capture = await fx.call('POST', `/v1/holds/${hold.id}/capture`, { destinationAccountId: merchant })
     expect(capture.body.error.code).toBe('hold_expired')
     expect(capture.status).toBe(422)
-    await expireDueHolds(app.kassa.runtime)
+    await app.kassa.holds.expiry.runOnce()
     const state = await eventually(async () => (await fx.call('GET', `/v1/holds/${hold.id}`)).body.state, { what: 'the hold expired', timeoutMs: 2_000, accept: (value) => value === 'expired' }).catch((error: Error) => error.message)
     expect(state).toBe('expired')
     await expectRefusedWithoutChange(app, () => fx.call('POST', `/v1/holds/${hold.id}/release`), 422, 'hold_expired')
@@ -125,7 +124,7 @@ describe('holds', () => {
   test('while its expiry is committing, a hold answers hold_expired, not hold_not_active', async () => {
     const hold = (await placeHold('3', 60)).body
     const advance = async () => expect((await fx.call('POST', '/v1/sandbox/clock/advance', { seconds: 61 })).status).toBe(200)
-    await whileExpiryCommits(app.kassa.runtime, hold.id, advance, async () => {
+    await whileExpiryCommits(app.kassa, hold.id, advance, async () => {
       const capture = await fx.call('POST', `/v1/holds/${hold.id}/capture`, { destinationAccountId: merchant })
       expect([capture.status, capture.body.error.code]).toEqual([422, 'hold_expired'])
       const release = await fx.call('POST', `/v1/holds/${hold.id}/release`)

@@ -131,7 +131,7 @@ describe('restart and verify', () => {
       const ledger = second.runtime.ledger
       expect(ledger.balance(fx.org.id, source, 'USDC')).toEqual(app.kassa.runtime.ledger.balance(fx.org.id, source, 'USDC'))
       expect(ledger.balance(fx.org.id, source, 'USDC')).toMatchObject({ available: 12_000_000n, held: 3_000_000n, total: 15_000_000n })
-      expect(ledger.pendingHolds.get(hold.body.id)?.amountMinor).toBe(3_000_000n)
+      expect(ledger.holds.get(hold.body.id)?.amountMinor).toBe(3_000_000n)
     } finally {
       // On the embedded database both apps share one handle; only the runtime's loops are stopped here.
       for (const stop of second.runtime.stoppers.splice(0)) await stop()

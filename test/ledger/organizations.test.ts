@@ -36,7 +36,7 @@ test('forgetting an organization drops its accounts, balances and pending holds 
   expect(ledger.accounts.isResident(idle)).toBe(false)
   expect(ledger.balance(moved.org.id, holder, 'USDC')).toBeUndefined()
   expect(ledger.balance(moved.org.id, 'system:faucet', 'USDC')).toBeUndefined()
-  expect(ledger.pendingHolds.get(hold.body.id)).toBeUndefined()
+  expect(ledger.holds.get(hold.body.id)).toBeUndefined()
   // The other organization is as it was.
   expect(ledger.accounts.isResident(other)).toBe(true)
   expect(ledger.balance(stays.org.id, other, 'USDC')?.available).toBe(7_000_000n)
@@ -51,7 +51,7 @@ test('forgetting an organization drops its accounts, balances and pending holds 
   expect(ledger.accounts.isResident(idle)).toBe(false)
   expect(ledger.balance(moved.org.id, holder, 'USDC')).toMatchObject({ available: 71_000_000n, held: 30_000_000n })
   expect(ledger.balance(moved.org.id, 'system:faucet', 'USDC')?.available).toBe(-105_000_000n)
-  expect(ledger.pendingHolds.get(hold.body.id)?.amountMinor).toBe(30_000_000n)
+  expect(ledger.holds.get(hold.body.id)?.amountMinor).toBe(30_000_000n)
   expect((await moved.balance(idle)).available).toBe('4.000000')
 
   // Put back what the straight update moved, so that every balance equals its movements again,

@@ -1,7 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { sql } from 'drizzle-orm'
 import { queryRows } from '../../db/client.ts'
-import { expireDueHolds } from '../../server/modules/holds/service.ts'
 import { callApp, restartOnSameDatabase, type TestApp } from '../support/app.ts'
 import { expectVerified, type LedgerFixture } from '../ledger/support.ts'
 import { fundedCardHolder } from './support.ts'
@@ -58,7 +57,7 @@ describe("an authorization's hold is recorded by its payment's row", () => {
     expect((await fx.call('POST', '/v1/sandbox/clock/advance', { seconds: 24 * 3600 + 60 })).status).toBe(200)
     let hold: Record<string, unknown> = {}
     for (let attempt = 0; attempt < 50 && hold.state !== 'expired'; attempt++) {
-      await expireDueHolds(app.kassa.runtime)
+      await app.kassa.holds.expiry.runOnce()
       await app.kassa.runtime.ledger.drain()
       hold = (await fx.call('GET', `/v1/holds/${lapsing.holdId}`)).body
     }
@@ -88,7 +87,7 @@ describe("an authorization's hold is recorded by its payment's row", () => {
     const kassa = await restartOnSameDatabase(app)
     const second = { kassa, call: (method: string, path: string, body?: unknown) => callApp(kassa, method, path, { key: fx.org.testKey, body }) }
     try {
-      const pending = second.kassa.runtime.ledger.pendingHolds
+      const pending = second.kassa.runtime.ledger.holds
       expect({ owner: pending.get(recorded.holdId)?.ownerId, amount: pending.get(recorded.holdId)?.amountMinor }).toEqual({ owner: recorded.id, amount: 4_000_000n })
       expect(pending.get(legacyHoldId)?.ownerId).toBe(legacy.id)
 

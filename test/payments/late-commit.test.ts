@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { sql } from 'drizzle-orm'
 import { queryRows } from '../../db/client.ts'
-import { AUTHORIZATION_ANSWER_MARGIN_MS, AUTHORIZATION_BUDGET_MS, configurePayments } from '../../server/modules/payments/service.ts'
+import { AUTHORIZATION_ANSWER_MARGIN_MS, AUTHORIZATION_BUDGET_MS } from '../../server/modules/payments/state.ts'
 import type { TestApp, TestResponse } from '../support/app.ts'
 import { expectVerified, type LedgerFixture } from '../ledger/support.ts'
 import { afterFailClosedRelease, fundedCardHolder } from './support.ts'
@@ -33,14 +33,14 @@ test('a commit whose reply is handled only after the decision was due is decline
     while (performance.now() - calledAt < decidedWithinMs + 50) {}
     return rows
   }
-  configurePayments(app.kassa.runtime, { budgetMs })
+  app.kassa.payments.configure({ budgetMs })
   const before = await fx.balance(payer)
   let response: TestResponse
   try {
     response = await fx.call('POST', '/v1/payments/authorize', { accountId: payer, asset: 'USDC', amount: '7' })
   } finally {
     writer.execute = execute
-    configurePayments(app.kassa.runtime, { budgetMs: AUTHORIZATION_BUDGET_MS })
+    app.kassa.payments.configure({ budgetMs: AUTHORIZATION_BUDGET_MS })
   }
   expect(response.status).toBe(201)
   expect(response.body).toMatchObject({ state: 'declined', failureCode: 'processing_timeout' })

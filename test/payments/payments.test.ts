@@ -4,7 +4,6 @@ import { sql } from 'drizzle-orm'
 import { queryRows, type Database } from '../../db/client.ts'
 import type { Kassa } from '../../server/app.ts'
 import { SYSTEM_ACCOUNTS } from '../../server/ledger/hot-balances.ts'
-import { expireDueHolds } from '../../server/modules/holds/service.ts'
 import { Payment } from '../../server/modules/payments/model.ts'
 import { ErrorBody } from '../../server/platform/errors.ts'
 import { eventRow } from '../../server/modules/events/write-sets.ts'
@@ -13,7 +12,7 @@ import { newId } from '../../server/lib/ids.ts'
 import { DECLINE_BACKLOG_MAX, DeclineRecorder } from '../../server/modules/payments/repo.ts'
 import { inlineRecord } from '../../server/platform/idempotency.ts'
 import { DEFAULT_SHEDDING, LoadShedder } from '../../server/platform/load-shedder.ts'
-import { AUTHORIZATION_ANSWER_MARGIN_MS, AUTHORIZATION_BUDGET_MS, AUTHORIZATION_P99_MS, configurePayments, DECLINE_RECORD_LAG_MAX_MS, declineRecorderOf } from '../../server/modules/payments/service.ts'
+import { AUTHORIZATION_ANSWER_MARGIN_MS, AUTHORIZATION_BUDGET_MS, AUTHORIZATION_P99_MS, DECLINE_RECORD_LAG_MAX_MS } from '../../server/modules/payments/state.ts'
 import { callApp, restartOnSameDatabase, type TestApp, type TestResponse } from '../support/app.ts'
 import { holdCalls, stallWriter as stallLedgerWriter, whileExpiryCommits } from '../support/writer.ts'
 import { expectVerified, ledgerFixture, ledgerState, type LedgerFixture } from '../ledger/support.ts'
@@ -449,7 +448,7 @@ describe('idempotency on the hot path (the record commits with the authorization
   })
 
   test('a key whose answer was a fail-closed decline replays the decline, never the late approval', async () => {
-    configurePayments(app.kassa.runtime, { budgetMs: 100 })
+    app.kassa.payments.configure({ budgetMs: 100 })
     const release = stallWriter()
     let first: TestResponse
     try {
@@ -457,7 +456,7 @@ describe('idempotency on the hot path (the record commits with the authorization
       expect(first.body).toMatchObject({ state: 'declined', failureCode: 'processing_timeout' })
     } finally {
       release()
-      configurePayments(app.kassa.runtime, { budgetMs: AUTHORIZATION_BUDGET_MS })
+      app.kassa.payments.configure({ budgetMs: AUTHORIZATION_BUDGET_MS })
     }
     // Right after the late write lands and while it is being closed, and after: always the decline.
     for (let attempt = 0; attempt < 5; attempt++) {
@@ -474,7 +473,7 @@ describe('fail closed', () => {
   test('a budget that ends inside a long turn of the loop is declined from the next authorization read, before any timer runs', async () => {
     // Past capacity one turn of Bun's loop can read requests for seconds without running a timer:
     // a budget ended by its timer alone was answered only after the turn.
-    configurePayments(app.kassa.runtime, { budgetMs: 100 })
+    app.kassa.payments.configure({ budgetMs: 100 })
     const release = stallWriter()
     const send = (amount: string) =>
       app.kassa.handle(
@@ -501,7 +500,7 @@ describe('fail closed', () => {
       expect(((await (await second).json()) as { state: string }).state).toBe('declined')
     } finally {
       release()
-      configurePayments(app.kassa.runtime, { budgetMs: AUTHORIZATION_BUDGET_MS })
+      app.kassa.payments.configure({ budgetMs: AUTHORIZATION_BUDGET_MS })
     }
     await app.kassa.runtime.ledger.drain()
     await expectVerified(app)
@@ -509,7 +508,7 @@ describe('fail closed', () => {
 
   test('a commit slower than the budget is declined processing_timeout in time, and the late write can never be captured', async () => {
     const openGate = stallWriter()
-    configurePayments(app.kassa.runtime, { budgetMs: 150 })
+    app.kassa.payments.configure({ budgetMs: 150 })
     const before = await fx.balance(payer)
     let response: TestResponse
     try {
@@ -526,7 +525,7 @@ describe('fail closed', () => {
       expect({ status: capture.status, code: capture.body.error.code }).toEqual({ status: 409, code: 'hold_not_active' })
     } finally {
       openGate()
-      configurePayments(app.kassa.runtime, { budgetMs: AUTHORIZATION_BUDGET_MS })
+      app.kassa.payments.configure({ budgetMs: AUTHORIZATION_BUDGET_MS })
     }
     // The late write lands; the fail-closed release follows it.
     await afterFailClosedRelease(app, fx, response.body.id)
@@ -541,7 +540,7 @@ describe('fail closed', () => {
 describe('fail closed while queued', () => {
   test('an authorization still waiting for the writer when the budget runs out is withdrawn: only its decline is ever written', async () => {
     await quickenWriterPace()
-    configurePayments(app.kassa.runtime, { budgetMs: 100 })
+    app.kassa.payments.configure({ budgetMs: 100 })
     const before = await fx.balance(payer)
     const release = stallWriter()
     let first: TestResponse
@@ -567,13 +566,13 @@ describe('fail closed while queued', () => {
       for (const answer of await Promise.all(inFlightAnswers)) expect(answer.body).toMatchObject({ state: 'declined', failureCode: 'processing_timeout' })
     } finally {
       release()
-      configurePayments(app.kassa.runtime, { budgetMs: AUTHORIZATION_BUDGET_MS })
+      app.kassa.payments.configure({ budgetMs: AUTHORIZATION_BUDGET_MS })
     }
     expect(first!.body).toMatchObject({ state: 'declined', failureCode: 'processing_timeout' })
     expect(second!.body).toMatchObject({ state: 'declined', failureCode: 'processing_timeout', holdId: null })
     for (let attempt = 0; attempt < 100; attempt++) {
       await app.kassa.runtime.ledger.drain()
-      if (app.kassa.runtime.ledger.writer.pendingCount() === 0 && declineRecorderOf(app.kassa.runtime).backlog === 0 && (await eventsOf(first!.body.id)).length === 2) break
+      if (app.kassa.runtime.ledger.writer.pendingCount() === 0 && app.kassa.payments.declines.backlog === 0 && (await eventsOf(first!.body.id)).length === 2) break
       await Bun.sleep(20)
     }
     expect(await eventsOf(second!.body.id)).toEqual(['payment.declined'])
@@ -588,9 +587,9 @@ describe('fail closed while queued', () => {
 describe('a spent budget', () => {
   test("a decline reached once the budget has run out is answered in that turn of the loop: its record is written behind, not raced for one more turn", async () => {
     const runtime = app.kassa.runtime
-    const recorder = declineRecorderOf(runtime)
+    const recorder = app.kassa.payments.declines
     await quickenWriterPace()
-    configurePayments(runtime, { budgetMs: 100 })
+    app.kassa.payments.configure({ budgetMs: 100 })
     const before = await fx.balance(payer)
     const release = stallWriter()
     const openRecords = holdCalls(recorder, 'write')
@@ -631,7 +630,7 @@ describe('a spent budget', () => {
       recorder.record = record
       openRecords()
       release()
-      configurePayments(runtime, { budgetMs: AUTHORIZATION_BUDGET_MS })
+      app.kassa.payments.configure({ budgetMs: AUTHORIZATION_BUDGET_MS })
     }
     await funding
     await eventually(() => recorder.backlog === 0, { what: 'the decline records written', timeoutMs: 5_000 }).catch(() => {})
@@ -838,7 +837,7 @@ describe('load shedding', () => {
 
 describe('decline records', () => {
   test('records behind: a decline without a key waits for its record at most the lag limit, then is answered and recorded behind; a keyed one still waits for its record', async () => {
-    const recorder = declineRecorderOf(app.kassa.runtime)
+    const recorder = app.kassa.payments.declines
     // The recorder's writes are held back: its records fall behind the answers.
     const open = holdCalls(recorder, 'write')
     const tooMuch = '1000'
@@ -888,10 +887,9 @@ describe('decline records', () => {
   })
 
   test('records as far behind as memory may keep: an authorization that would be declined is refused 429 with nothing of it kept, an approval still goes through, and every decline answered is recorded', async () => {
-    const runtime = app.kassa.runtime
-    const recorder = declineRecorderOf(runtime)
+    const recorder = app.kassa.payments.declines
     const refusedBefore = (await app.ops('GET', '/ops/v1/payments/stats')).body.declineRecords.refused
-    configurePayments(runtime, { declineBacklogMax: 2 })
+    app.kassa.payments.configure({ declineBacklogMax: 2 })
     const open = holdCalls(recorder, 'write')
     const tooMuch = '1000'
     const key = `unrecordable-${Date.now()}`
@@ -936,7 +934,7 @@ describe('decline records', () => {
       expect((await authorizeWithKey(key, tooMuch)).body).toEqual(again.body)
     } finally {
       open()
-      configurePayments(runtime, { declineBacklogMax: DECLINE_BACKLOG_MAX })
+      app.kassa.payments.configure({ declineBacklogMax: DECLINE_BACKLOG_MAX })
     }
     for (const id of approved) expect((await fx.call('POST', `/v1/payments/${id}/void`)).body.state).toBe('voided')
     await expectVerified(app)
@@ -1121,10 +1119,10 @@ describe('expiry', () => {
     const payment = (await authorize('6')).body
     const before = await fx.balance(payer)
     expect((await fx.call('POST', '/v1/sandbox/clock/advance', { seconds: 24 * 3600 - 60 })).status).toBe(200)
-    await expireDueHolds(app.kassa.runtime)
+    await app.kassa.holds.expiry.runOnce()
     expect((await fx.call('GET', `/v1/payments/${payment.id}`)).body.state).toBe('authorized')
     expect((await fx.call('POST', '/v1/sandbox/clock/advance', { seconds: 61 })).status).toBe(200)
-    await expireDueHolds(app.kassa.runtime)
+    await app.kassa.holds.expiry.runOnce()
     await app.kassa.runtime.ledger.drain()
     const expired = await fx.call('GET', `/v1/payments/${payment.id}`)
     expect(expired.body).toMatchObject({ state: 'lapsed' })
@@ -1140,7 +1138,7 @@ describe('expiry', () => {
     const payment = (await authorize('4')).body
     const advance = async () => expect((await fx.call('POST', '/v1/sandbox/clock/advance', { seconds: 24 * 3600 + 1 })).status).toBe(200)
     // Answered directly: the ledger's state cannot be read while its writer is stalled.
-    await whileExpiryCommits(app.kassa.runtime, payment.holdId, advance, async () => {
+    await whileExpiryCommits(app.kassa, payment.holdId, advance, async () => {
       const capture = await fx.call('POST', `/v1/payments/${payment.id}/capture`, {})
       expect([capture.status, capture.body.error.code]).toEqual([422, 'hold_expired'])
       const voided = await fx.call('POST', `/v1/payments/${payment.id}/void`)
@@ -1152,22 +1150,22 @@ describe('expiry', () => {
 
   // The app's own sweeper runs beside these direct calls: they check what any sweep may do, not which one did it.
   test('a lapse that falls due before its authorization is durable waits for it, then expires the payment whole', async () => {
-    configurePayments(app.kassa.runtime, { budgetMs: 60_000 })
-    const holdsBefore = app.kassa.runtime.ledger.pendingHolds.size
+    app.kassa.payments.configure({ budgetMs: 60_000 })
+    const holdsBefore = app.kassa.runtime.ledger.holds.size
     const openGate = stallWriter()
     let pending: Promise<TestResponse>
     try {
       pending = authorize('2.5', { description: 'late lapse' })
       // The authorization is decided and reserved, its commit held back; then its organization's day passes.
-      await eventually(() => app.kassa.runtime.ledger.pendingHolds.size !== holdsBefore, { what: 'the authorization reserved', timeoutMs: 1_000 }).catch(() => {})
-      expect(app.kassa.runtime.ledger.pendingHolds.size).toBe(holdsBefore + 1)
+      await eventually(() => app.kassa.runtime.ledger.holds.size !== holdsBefore, { what: 'the authorization reserved', timeoutMs: 1_000 }).catch(() => {})
+      expect(app.kassa.runtime.ledger.holds.size).toBe(holdsBefore + 1)
       expect((await fx.call('POST', '/v1/sandbox/clock/advance', { seconds: 24 * 3600 + 60 })).status).toBe(200)
       // Postgres has no authorized payment to expire yet: the hold stays pending for a later sweep.
-      expect(await expireDueHolds(app.kassa.runtime)).toBe(0)
-      expect(app.kassa.runtime.ledger.pendingHolds.size).toBe(holdsBefore + 1)
+      expect(await app.kassa.holds.expiry.runOnce()).toBe(0)
+      expect(app.kassa.runtime.ledger.holds.size).toBe(holdsBefore + 1)
     } finally {
       openGate()
-      configurePayments(app.kassa.runtime, { budgetMs: AUTHORIZATION_BUDGET_MS })
+      app.kassa.payments.configure({ budgetMs: AUTHORIZATION_BUDGET_MS })
     }
     const payment = (await pending).body
     expect(payment).toMatchObject({ state: 'authorized', description: 'late lapse' })
@@ -1180,22 +1178,22 @@ describe('expiry', () => {
   test('a hold taken while the sweep reads its payment is left to whoever took it', async () => {
     const payment = (await authorize('1.5')).body
     await app.kassa.runtime.ledger.drain()
-    const hold = app.kassa.runtime.ledger.pendingHolds.get(payment.holdId)!
+    const hold = app.kassa.runtime.ledger.holds.get(payment.holdId)!
     // Every sweep (the app's own too) reads the payments' rows and then their accounts: held there,
     // none can close the hold before another closer's synchronous step has taken it.
     const openGate = holdCalls(app.kassa.runtime.ledger.accounts, 'find')
     let sweep: Promise<number>
     try {
       expect((await fx.call('POST', '/v1/sandbox/clock/advance', { seconds: 24 * 3600 + 60 })).status).toBe(200)
-      sweep = expireDueHolds(app.kassa.runtime)
+      sweep = app.kassa.holds.expiry.runOnce()
       hold.closing = true
     } finally {
       openGate()
     }
     expect(await sweep).toBe(0)
     await app.kassa.runtime.ledger.drain()
-    expect(app.kassa.runtime.ledger.pendingHolds.isPending(hold)).toBe(true)
-    expect(app.kassa.runtime.ledger.pendingHolds.get(payment.holdId)!.closing).toBe(true)
+    expect(app.kassa.runtime.ledger.holds.isPending(hold)).toBe(true)
+    expect(app.kassa.runtime.ledger.holds.get(payment.holdId)!.closing).toBe(true)
     expect((await fx.call('GET', `/v1/payments/${payment.id}`)).body.state).toBe('authorized')
     // Given back (as a failed close gives it back), the next sweep takes it.
     hold.closing = false
@@ -1211,12 +1209,12 @@ describe('expiry', () => {
     expect((await fx.call('POST', '/v1/sandbox/clock/advance', { seconds: 24 * 3600 + 60 })).status).toBe(200)
     let hold: Record<string, unknown> = {}
     for (let attempt = 0; attempt < 50 && hold.state !== 'expired'; attempt++) {
-      await expireDueHolds(app.kassa.runtime)
+      await app.kassa.holds.expiry.runOnce()
       await app.kassa.runtime.ledger.drain()
       hold = (await fx.call('GET', `/v1/holds/${payment.holdId}`)).body
     }
     expect(hold).toMatchObject({ state: 'expired' })
-    expect(app.kassa.runtime.ledger.pendingHolds.get(payment.holdId)).toBeUndefined()
+    expect(app.kassa.runtime.ledger.holds.get(payment.holdId)).toBeUndefined()
     expect((await fx.call('GET', `/v1/payments/${payment.id}`)).body.state).toBe('voided')
     expect(await eventsOf(payment.id)).toEqual(['payment.authorized'])
     await expectVerified(app)
@@ -1228,7 +1226,7 @@ describe('expiry', () => {
     const second: Kassa = await restartOnSameDatabase(app)
     const call = (method: string, path: string, body?: unknown) => callApp(second, method, path, { key: fx.org.testKey, body })
     try {
-      expect(second.runtime.ledger.pendingHolds.get(payment.holdId)?.ownerId).toBe(payment.id)
+      expect(second.runtime.ledger.holds.get(payment.holdId)?.ownerId).toBe(payment.id)
       expect((await call('POST', '/v1/sandbox/clock/advance', { seconds: 24 * 3600 })).status).toBe(200)
       // The second instance's own background sweep, not a direct call, expires it.
       const state = await eventually(async () => (await call('GET', `/v1/payments/${payment.id}`)).body.state, { what: 'the payment lapsed', timeoutMs: 5_000, intervalMs: 20, accept: (value) => value === 'lapsed' }).catch((error: Error) => error.message)
@@ -1250,7 +1248,7 @@ describe('expiry', () => {
 async function expiredOnceSwept(paymentId: string): Promise<Record<string, unknown>> {
   let view: Record<string, unknown> = {}
   for (let attempt = 0; attempt < 50 && view.state !== 'lapsed'; attempt++) {
-    await expireDueHolds(app.kassa.runtime)
+    await app.kassa.holds.expiry.runOnce()
     await app.kassa.runtime.ledger.drain()
     view = (await fx.call('GET', `/v1/payments/${paymentId}`)).body
   }

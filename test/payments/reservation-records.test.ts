@@ -2,7 +2,6 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { sql } from 'drizzle-orm'
 import { queryRows } from '../../db/client.ts'
 import { AssertionError } from '../../server/lib/assert.ts'
-import { expireDueHolds } from '../../server/modules/holds/service.ts'
 import type { TestApp } from '../support/app.ts'
 import { refusal, type LedgerFixture } from '../ledger/support.ts'
 import { fundedCardHolder } from './support.ts'
@@ -54,7 +53,7 @@ describe("an authorization's reservation is recorded by its payment's row", () =
     expect((await fx.call('POST', `/v1/payments/${voided.id}/void`)).status).toBe(200)
     expect((await fx.call('POST', '/v1/sandbox/clock/advance', { seconds: 24 * 3600 + 60 })).status).toBe(200)
     for (let attempt = 0; attempt < 50 && (await fx.call('GET', `/v1/payments/${lapsing.id}`)).body.state !== 'lapsed'; attempt++) {
-      await expireDueHolds(app.kassa.runtime)
+      await app.kassa.holds.expiry.runOnce()
       await app.kassa.runtime.ledger.drain()
     }
     // What follows a reservation is a movement row of its own, as before.

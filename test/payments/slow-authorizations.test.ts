@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { startTestApp, type TestApp } from '../support/app.ts'
 import { stallWriter } from '../support/writer.ts'
 import { ledgerFixture, type LedgerFixture } from '../ledger/support.ts'
-import type { SlowAuthorization } from '../../server/modules/payments/service.ts'
+import type { SlowAuthorization } from '../../server/modules/payments/slow.ts'
 import { SLOW_AUTHORIZATIONS_KEPT_DEFAULT } from '../../server/config.ts'
 
 interface SlowLogBody {

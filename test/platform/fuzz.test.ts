@@ -1,6 +1,5 @@
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import fc from 'fast-check'
-import { configurePayments } from '../../server/modules/payments/service.ts'
 import { startTestApp, type TestApp } from '../support/app.ts'
 import { expectVerified, ledgerFixture, type LedgerFixture } from '../ledger/support.ts'
 
@@ -27,7 +26,7 @@ beforeAll(async () => {
   app = await startTestApp()
   // The victim's authorizations must fail only if its commits do: on a machine busy with other
   // test files the contract's 500 ms budget could run out for reasons of its own.
-  configurePayments(app.kassa.runtime, { budgetMs: 10_000 })
+  app.kassa.payments.configure({ budgetMs: 10_000 })
   attacker = await ledgerFixture(app, 'Fuzz Attacker')
   victim = await ledgerFixture(app, 'Fuzz Victim')
   target = await app.createOrg('Fuzz Operator Target')

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { BUN_BODY_BACKSTOP_BYTES } from '../../server/platform/body.ts'
-import { AUTHORIZATION_BUDGET_MS, configurePayments } from '../../server/modules/payments/service.ts'
+import { AUTHORIZATION_BUDGET_MS } from '../../server/modules/payments/state.ts'
 import { MAX_BODY_DEPTH, scanJsonText } from '../../server/platform/input.ts'
 import { startTestApp, type TestApp, type TestResponse } from '../support/app.ts'
 import { expectVerified, ledgerFixture, ledgerRowCounts, type LedgerFixture } from '../ledger/support.ts'
@@ -80,7 +80,7 @@ describe('text Postgres cannot store is refused at the edge, naming the field', 
 
   test("one organization's unstorable authorizations do not make another's decline", async () => {
     // Declines here can only come from failed commits: the budget is long enough for a busy machine.
-    configurePayments(app.kassa.runtime, { budgetMs: 10_000 })
+    app.kassa.payments.configure({ budgetMs: 10_000 })
     const victim = await ledgerFixture(app, 'Victim Org')
     const payer = await victim.mint('payer')
     await victim.fund(payer, '1000')
@@ -95,7 +95,7 @@ describe('text Postgres cannot store is refused at the edge, naming the field', 
       expect({ status: victimAnswer.status, state: victimAnswer.body.state, failureCode: victimAnswer.body.failureCode }).toEqual({ status: 201, state: 'authorized', failureCode: null })
       expectRefused(attackerAnswer, 400, 'invalid_request', 'description')
     }
-    configurePayments(app.kassa.runtime, { budgetMs: AUTHORIZATION_BUDGET_MS })
+    app.kassa.payments.configure({ budgetMs: AUTHORIZATION_BUDGET_MS })
     await expectVerified(app)
   })
 })

@@ -1,7 +1,6 @@
 import { expect } from 'bun:test'
 import type { GroupCommitWriter } from '../../server/ledger/writer.ts'
-import { expireDueHolds } from '../../server/modules/holds/service.ts'
-import type { Runtime } from '../../server/runtime.ts'
+import type { Kassa } from '../../server/app.ts'
 import { eventually } from './eventually.ts'
 
 /**
@@ -40,14 +39,15 @@ export function stallWriter(writer: GroupCommitWriter): () => void {
  * Then lets the commit through and waits for it. The sweep started here or the app's own may be
  * the one that takes the hold.
  */
-export async function whileExpiryCommits(runtime: Runtime, holdId: string, advance: () => Promise<void>, check: () => Promise<void>): Promise<void> {
+export async function whileExpiryCommits(kassa: Kassa, holdId: string, advance: () => Promise<void>, check: () => Promise<void>): Promise<void> {
+  const runtime = kassa.runtime
   const open = stallWriter(runtime.ledger.writer)
   let sweep: Promise<number> | undefined
   try {
     await advance()
-    sweep = expireDueHolds(runtime)
-    await eventually(() => runtime.ledger.pendingHolds.get(holdId)?.closing === true, { what: `hold ${holdId} closing`, timeoutMs: 1_000 }).catch(() => {})
-    expect(runtime.ledger.pendingHolds.get(holdId)).toMatchObject({ closing: true, expiring: true })
+    sweep = kassa.holds.expiry.runOnce()
+    await eventually(() => runtime.ledger.holds.get(holdId)?.closing === true, { what: `hold ${holdId} closing`, timeoutMs: 1_000 }).catch(() => {})
+    expect(runtime.ledger.holds.get(holdId)).toMatchObject({ closing: true, expiring: true })
     await check()
   } finally {
     open()

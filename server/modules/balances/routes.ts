@@ -2,16 +2,14 @@ import { Elysia } from 'elysia'
 import { IdParams } from '../../lib/params.ts'
 import type { AccessPlugin } from '../../platform/access.ts'
 import { apiDoc } from '../../platform/openapi.ts'
-import type { Runtime } from '../../runtime.ts'
 import { requireTestKey } from '../sandbox/routes.ts'
 import { AccountBalances, FundBody, Funding } from './model.ts'
 import * as service from './service.ts'
 
-
-export function balancesRoutes(runtime: Runtime, access: AccessPlugin, allocations?: service.AllocationSource) {
+export function balancesRoutes(deps: service.BalancesDeps, access: AccessPlugin, allocations?: service.AllocationSource) {
   return new Elysia({ name: 'kassa/balances', prefix: '/v1' })
     .use(access)
-    .get('/accounts/:id/balances', ({ params, principal }) => service.getBalances(runtime, principal.orgId, params.id, allocations), {
+    .get('/accounts/:id/balances', ({ params, principal }) => service.getBalances(deps, principal.orgId, params.id, allocations), {
       access: 'secret',
       params: IdParams,
       response: AccountBalances,
@@ -23,12 +21,12 @@ export function balancesRoutes(runtime: Runtime, access: AccessPlugin, allocatio
 }
 
 /** Registered with the other sandbox helpers, so production answers 404. */
-export function sandboxFundingRoutes(runtime: Runtime, access: AccessPlugin) {
+export function sandboxFundingRoutes(deps: service.BalancesDeps, access: AccessPlugin) {
   return new Elysia({ name: 'kassa/sandbox-funding', prefix: '/v1/sandbox' }).use(access).post(
     '/accounts/:id/fund',
     (context) => {
       requireTestKey(context.principal)
-      return context.answerInCommit(context, 201, () => service.fundFromFaucet(runtime, context.principal.orgId, context.params.id, context.body))
+      return context.answerInCommit(context, 201, () => service.fundFromFaucet(deps, context.principal.orgId, context.params.id, context.body))
     },
     {
       access: { level: 'secret', idempotency: 'commit' },

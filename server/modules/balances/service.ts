@@ -5,12 +5,19 @@ import { ApiError } from '../../lib/errors.ts'
 import { answerInCommit } from '../../platform/idempotency.ts'
 import { newId } from '../../lib/ids.ts'
 import { formatAmount, parseAmount } from '../../lib/money.ts'
-import type { Runtime } from '../../runtime.ts'
+import type { Ledger } from '../../ledger/ledger.ts'
+import type { Clock } from '../clock/clock.ts'
 import { ASSETS, requireAsset, type AssetInfo } from '../../lib/assets.ts'
 import type { BalanceView, FundInput, FundingView } from './model.ts'
 
 /** Sandbox funding is for testing flows, not for minting fortunes: one credit is at most this. */
 const FUNDING_MAX_MINOR = 10_000_000n * 1_000_000n
+
+/** What balances read and move: the ledger and the organizations' clocks. */
+export interface BalancesDeps {
+  ledger: Ledger
+  clock: Clock
+}
 
 /** An account's position in a vault, valued at the vault's current price (rounded down). */
 export interface AllocationValue {
@@ -36,27 +43,27 @@ export function toBalanceView(info: AssetInfo, row: HotBalance | undefined, allo
 }
 
 /** Served from memory: what has committed plus reservations already granted. */
-export async function getBalances(runtime: Runtime, orgId: string, accountId: string, allocations?: AllocationSource): Promise<{ accountId: string; balances: BalanceView[] }> {
-  await runtime.ledger.accounts.require(orgId, accountId)
+export async function getBalances(deps: Pick<BalancesDeps, 'ledger'>, orgId: string, accountId: string, allocations?: AllocationSource): Promise<{ accountId: string; balances: BalanceView[] }> {
+  await deps.ledger.accounts.require(orgId, accountId)
   const balances: BalanceView[] = []
   for (const info of ASSETS) {
     const positions = allocations === undefined ? [] : await allocations(orgId, accountId, info.asset)
-    balances.push(toBalanceView(info, runtime.ledger.balance(orgId, accountId, info.asset), positions))
+    balances.push(toBalanceView(info, deps.ledger.balance(orgId, accountId, info.asset), positions))
   }
   return { accountId, balances }
 }
 
 /** Credits an account from the organization's sandbox faucet, through the same ledger as everything else. */
-export async function fundFromFaucet(runtime: Runtime, orgId: string, accountId: string, input: FundInput): Promise<FundingView> {
+export async function fundFromFaucet(deps: BalancesDeps, orgId: string, accountId: string, input: FundInput): Promise<FundingView> {
   const info = requireAsset(input.asset)
   const amountMinor = parseAmount(input.amount, info.decimals, 'amount')
   if (amountMinor > FUNDING_MAX_MINOR) throw new ApiError('limit_exceeded', `One sandbox funding is at most ${formatAmount(FUNDING_MAX_MINOR, info.decimals)}`, { field: 'amount' })
-  const account = await runtime.ledger.accounts.require(orgId, accountId)
+  const account = await deps.ledger.accounts.require(orgId, accountId)
   const id = newId('mv')
-  const now = runtime.clock.now(orgId)
+  const now = deps.clock.now(orgId)
   const amount = formatAmount(amountMinor, info.decimals)
   // The answer's balance is the account's as this funding is reserved: what it will be once committed.
-  const view = () => ({ id, accountId, asset: info.asset, amount, balance: toBalanceView(info, runtime.ledger.balance(orgId, accountId, info.asset)) })
+  const view = () => ({ id, accountId, asset: info.asset, amount, balance: toBalanceView(info, deps.ledger.balance(orgId, accountId, info.asset)) })
   let answer: FundingView | undefined
   const operation: LedgerOperation = {
     orgId,
@@ -74,6 +81,6 @@ export async function fundFromFaucet(runtime: Runtime, orgId: string, accountId:
       operation.idempotencyRecord = answerInCommit(answer)
     },
   }
-  await runtime.ledger.submit(operation)
+  await deps.ledger.submit(operation)
   return answer ?? view()
 }

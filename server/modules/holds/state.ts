@@ -1,8 +1,9 @@
+import type { Database } from '../../../db/client.ts'
 import type { Posting } from '../../ledger/hot-balances.ts'
-import type { PendingHold } from '../../ledger/ledger.ts'
+import type { Ledger, PendingHold } from '../../ledger/ledger.ts'
 import type { HoldRow } from './write-sets.ts'
 import { ApiError } from '../../lib/errors.ts'
-import type { Runtime } from '../../runtime.ts'
+import type { Clock } from '../clock/clock.ts'
 import { findHold, type HoldRecord } from './repo.ts'
 
 /**
@@ -45,71 +46,69 @@ export function holdRowsToWrite(hold: PendingHold, row: HoldRow): HoldRow[] {
 
 /** Reads the hold an owner's row records, for holds that have no row of their own (registered by the owning module). */
 export type OwnedHoldLookup = (orgId: string, holdId: string) => Promise<HoldRecord | undefined>
-const ownedHoldLookups = new WeakMap<Runtime, OwnedHoldLookup[]>()
 
-export function onOwnedHoldLookup(runtime: Runtime, lookup: OwnedHoldLookup): void {
-  ownedHoldLookups.set(runtime, [...(ownedHoldLookups.get(runtime) ?? []), lookup])
+export interface HoldRecordsDeps {
+  db: Database
+  ledger: Ledger
+  clock: Clock
 }
 
-/** A hold as the database records it: its own row, or else the row of the owner that records it. */
-export async function findHoldRecord(runtime: Runtime, orgId: string, holdId: string): Promise<HoldRecord | undefined> {
-  const row = await findHold(runtime.db, orgId, holdId)
-  if (row) return row
-  for (const lookup of ownedHoldLookups.get(runtime) ?? []) {
-    const owned = await lookup(orgId, holdId)
-    if (owned) return owned
+/**
+ * What a pending hold is and why one cannot be used, for every module that moves one: holds
+ * themselves, transfers paid from a hold, and payments, which own the holds of their
+ * authorizations. Memory knows the pending holds (`ledger.holds`); the database knows the rest, in
+ * a hold's own row or in the row of the owner that records it (`registerOwner`).
+ */
+export class HoldRecords {
+  private readonly owners: OwnedHoldLookup[] = []
+
+  constructor(private readonly deps: HoldRecordsDeps) {}
+
+  /** A module that records holds in its own rows (payments) says how to read one; before the service answers. */
+  registerOwner(lookup: OwnedHoldLookup): void {
+    this.owners.push(lookup)
   }
-  return undefined
-}
 
-/**
- * A hold that memory holds as pending, or the contract's answer for why it cannot be used:
- * not_found, hold_not_active (captured or released, or being captured or released right now) or
- * hold_expired (past its expiry, its expiry committing included).
- * Pending holds are always in memory, so a miss is never pending; the database says what it is.
- */
-export async function requirePendingHold(runtime: Runtime, orgId: string, holdId: string, field?: string): Promise<void> {
-  const pending = runtime.ledger.pendingHolds.get(holdId)
-  if (pending && pending.orgId === orgId) return
-  const row = await findHoldRecord(runtime, orgId, holdId)
-  if (!row) throw new ApiError('not_found', 'No such hold', field ? { field } : {})
-  if (row.state === 'expired') throw new ApiError('hold_expired', `Hold ${holdId} expired at ${row.expiresAt.toISOString()}`, field ? { field } : {})
-  throw new ApiError('hold_not_active', `Hold ${holdId} is ${row.state}`, field ? { field } : {})
-}
-
-/**
- * The synchronous check made in the same step as the reservation: the hold is still pending, no
- * other capture or release is committing it, and the organization's clock has not passed its expiry.
- */
-export function takePendingHold(runtime: Runtime, orgId: string, holdId: string, field?: string, ownerId?: string): PendingHold {
-  const options = field ? { field } : {}
-  const pending = runtime.ledger.pendingHolds.get(holdId)
-  if (!pending || pending.orgId !== orgId) throw new ApiError('hold_not_active', `Hold ${holdId} is no longer pending`, options)
-  // A payment's hold moves only through the payment, so its state and the hold's cannot diverge.
-  if (pending.ownerId !== ownerId) throw new ApiError('hold_not_active', `Hold ${holdId} belongs to ${pending.ownerId ?? 'no owner'}; use that resource`, options)
-  if (pending.closing && !pending.expiring) throw new ApiError('hold_not_active', `Hold ${holdId} is no longer pending`, options)
-  if (pending.expiring || runtime.clock.nowMs(orgId) >= pending.expiresAtMs) {
-    throw new ApiError('hold_expired', `Hold ${holdId} expired at ${new Date(pending.expiresAtMs).toISOString()}`, options)
+  /** A hold as the database records it: its own row, or else the row of the owner that records it. */
+  async find(orgId: string, holdId: string): Promise<HoldRecord | undefined> {
+    const row = await findHold(this.deps.db, orgId, holdId)
+    if (row) return row
+    for (const lookup of this.owners) {
+      const owned = await lookup(orgId, holdId)
+      if (owned) return owned
+    }
+    return undefined
   }
-  return pending
-}
 
-/**
- * Marks a pending hold as closing in memory (and as expiring, when the expiry sweep closes it);
- * the returned hooks plug into a ledger operation.
- */
-export function closingHooks(runtime: Runtime, hold: PendingHold, expiring = false): { reserve: () => void; revert: () => void; committed: () => void } {
-  return {
-    reserve: () => {
-      hold.closing = true
-      if (expiring) hold.expiring = true
-    },
-    revert: () => {
-      hold.closing = false
-      if (expiring) hold.expiring = undefined
-    },
-    committed: () => {
-      runtime.ledger.pendingHolds.delete(hold.id)
-    },
+  /**
+   * A hold that memory holds as pending, or the contract's answer for why it cannot be used:
+   * not_found, hold_not_active (captured or released, or being captured or released right now) or
+   * hold_expired (past its expiry, its expiry committing included).
+   * Pending holds are always in memory, so a miss is never pending; the database says what it is.
+   */
+  async requirePending(orgId: string, holdId: string, field?: string): Promise<void> {
+    const pending = this.deps.ledger.holds.get(holdId)
+    if (pending && pending.orgId === orgId) return
+    const row = await this.find(orgId, holdId)
+    if (!row) throw new ApiError('not_found', 'No such hold', field ? { field } : {})
+    if (row.state === 'expired') throw new ApiError('hold_expired', `Hold ${holdId} expired at ${row.expiresAt.toISOString()}`, field ? { field } : {})
+    throw new ApiError('hold_not_active', `Hold ${holdId} is ${row.state}`, field ? { field } : {})
+  }
+
+  /**
+   * The synchronous check made in the same step as the reservation: the hold is still pending, no
+   * other capture or release is committing it, and the organization's clock has not passed its expiry.
+   */
+  take(orgId: string, holdId: string, field?: string, ownerId?: string): PendingHold {
+    const options = field ? { field } : {}
+    const pending = this.deps.ledger.holds.get(holdId)
+    if (!pending || pending.orgId !== orgId) throw new ApiError('hold_not_active', `Hold ${holdId} is no longer pending`, options)
+    // A payment's hold moves only through the payment, so its state and the hold's cannot diverge.
+    if (pending.ownerId !== ownerId) throw new ApiError('hold_not_active', `Hold ${holdId} belongs to ${pending.ownerId ?? 'no owner'}; use that resource`, options)
+    if (pending.closing && !pending.expiring) throw new ApiError('hold_not_active', `Hold ${holdId} is no longer pending`, options)
+    if (pending.expiring || this.deps.clock.nowMs(orgId) >= pending.expiresAtMs) {
+      throw new ApiError('hold_expired', `Hold ${holdId} expired at ${new Date(pending.expiresAtMs).toISOString()}`, options)
+    }
+    return pending
   }
 }

@@ -3,7 +3,10 @@ import { invalid } from '../../lib/errors.ts'
 import { roundTo } from '../../lib/histogram.ts'
 import { IdParams } from '../../lib/params.ts'
 import { apiDoc } from '../../platform/openapi.ts'
-import type { Runtime } from '../../runtime.ts'
+import type { Database } from '../../../db/client.ts'
+import type { Ledger } from '../../ledger/ledger.ts'
+import type { LoopLag } from '../../platform/loop-lag.ts'
+import type { Clock } from '../clock/clock.ts'
 import { verifyLedger } from '../../ledger/verify.ts'
 import { appendEvent } from '../events/writer.ts'
 
@@ -32,17 +35,30 @@ export function histogramSchema(what: string, description: string) {
 
 const AccountStatus = t.Object({ id: t.String(), orgId: t.String(), status: t.Union([t.Literal('active'), t.Literal('frozen')]) })
 
-/** Operator routes of the ledger (under /ops/v1, authenticated by the operator token; all organizations). */
-export function ledgerOpsRoutes(runtime: Runtime) {
+/** What the ledger's operator routes read and change. */
+export interface LedgerOpsDeps {
+  db: Database
+  ledger: Ledger
+  clock: Clock
+  loopLag: LoopLag
+  config: { groupCommit: boolean }
+}
+
+/** Operator routes of the ledger (under /ops/v1, authenticated by the operator token; all organizations): verify, writer stats, freeze and unfreeze. */
+export function createLedgerOpsModule(deps: LedgerOpsDeps) {
+  return { opsRoutes: ledgerOpsRoutes(deps) }
+}
+
+function ledgerOpsRoutes(deps: LedgerOpsDeps) {
   const setStatus = async (accountId: string, status: 'active' | 'frozen') => {
-    const entry = await runtime.ledger.accounts.setStatus(accountId, status, async (tx, changed) => {
+    const entry = await deps.ledger.accounts.setStatus(accountId, status, async (tx, changed) => {
       const type = status === 'frozen' ? 'account.frozen' : 'account.unfrozen'
-      await appendEvent(tx, { orgId: changed.orgId, type, data: { accountId, externalId: changed.externalId }, created: runtime.clock.now(changed.orgId) })
+      await appendEvent(tx, { orgId: changed.orgId, type, data: { accountId, externalId: changed.externalId }, created: deps.clock.now(changed.orgId) })
     })
     return { id: entry.id, orgId: entry.orgId, status: entry.status }
   }
   return new Elysia({ name: 'kassa/ops-ledger', prefix: '/ops/v1' })
-    .get('/ledger/verify', () => verifyLedger(runtime.db), {
+    .get('/ledger/verify', () => verifyLedger(deps.db), {
       response: VerifyReportSchema,
       detail: doc(
         'Prove the ledger over the whole database',
@@ -52,15 +68,15 @@ export function ledgerOpsRoutes(runtime: Runtime) {
     .get(
       '/ledger/stats',
       ({ query }) => ({
-        groupCommit: runtime.config.groupCommit,
-        committedOperations: runtime.ledger.writer.committedOperations,
-        committedBatches: runtime.ledger.writer.committedBatches,
-        queued: runtime.ledger.writer.pendingCount(),
-        eventLoopLagMs: roundTo(runtime.loopLag.currentMs(), 2),
-        ...(query.lagSince === undefined ? {} : { eventLoopLagSinceMs: lagSinceMs(runtime, query.lagSince) }),
-        commitLatencyMs: runtime.ledger.writer.commitLatency.snapshot(),
-        queueWaitMs: runtime.ledger.writer.queueWait.snapshot(),
-        durableMs: runtime.ledger.writer.durableLatency.snapshot(),
+        groupCommit: deps.config.groupCommit,
+        committedOperations: deps.ledger.writer.committedOperations,
+        committedBatches: deps.ledger.writer.committedBatches,
+        queued: deps.ledger.writer.pendingCount(),
+        eventLoopLagMs: roundTo(deps.loopLag.currentMs(), 2),
+        ...(query.lagSince === undefined ? {} : { eventLoopLagSinceMs: lagSinceMs(deps, query.lagSince) }),
+        commitLatencyMs: deps.ledger.writer.commitLatency.snapshot(),
+        queueWaitMs: deps.ledger.writer.queueWait.snapshot(),
+        durableMs: deps.ledger.writer.durableLatency.snapshot(),
       }),
       {
         query: t.Object(
@@ -111,7 +127,7 @@ export function ledgerOpsRoutes(runtime: Runtime) {
 }
 
 /** The event loop's lateness after `lagSince` (wall-clock milliseconds since the Unix epoch), rounded to 0.01 ms. */
-function lagSinceMs(runtime: Runtime, lagSince: number): number {
+function lagSinceMs(deps: Pick<LedgerOpsDeps, 'loopLag'>, lagSince: number): number {
   if (!Number.isFinite(lagSince) || lagSince < 0) throw invalid('lagSince', 'lagSince must be a moment on the wall clock: milliseconds since the Unix epoch, 0 or more')
-  return roundTo(runtime.loopLag.lateSinceMs(lagSince - performance.timeOrigin), 2)
+  return roundTo(deps.loopLag.lateSinceMs(lagSince - performance.timeOrigin), 2)
 }

@@ -4,18 +4,31 @@ import { ApiError } from '../../lib/errors.ts'
 import { newId } from '../../lib/ids.ts'
 import { pathnameOf } from '../../lib/url.ts'
 import { jsonResponse, replayResponse } from '../../platform/access.ts'
-import { countRequest, rateLimited, secretKeyOf } from '../../platform/auth.ts'
+import { countRequest, rateLimited, secretKeyOf, type AuthDependencies } from '../../platform/auth.ts'
 import { parseJsonBody } from '../../platform/body.ts'
 import { errorResponse, failureAnswer, toApiError } from '../../platform/errors.ts'
 import { idempotencyKeyOf, requestHashOf, type IdempotencyStore, type InlineIdempotency } from '../../platform/idempotency.ts'
-import type { Runtime } from '../../runtime.ts'
+import type { LoadShedder } from '../../platform/load-shedder.ts'
+import type { LoopLag } from '../../platform/loop-lag.ts'
+import { authorizePayment } from './authorize.ts'
 import { AuthorizePaymentBody, type AuthorizePaymentInput } from './model.ts'
-import * as service from './service.ts'
+import { overloadedRefusal, type PaymentsCore } from './state.ts'
 
 export const AUTHORIZE_PATH = '/v1/payments/authorize'
 
+/** What the front reads: the payments' core, the idempotency records, the key cache and rate limiter, the shedder and the loop's clock. */
+export interface AuthorizationFrontDeps {
+  core: PaymentsCore
+  records: IdempotencyStore
+  auth: AuthDependencies
+  /** The load shedder in force, read for each authorization; undefined when shedding is off (see `Runtime.shedder`). */
+  shedder: () => LoadShedder | undefined
+  loopLag: LoopLag
+  bodyLimitBytes: number
+}
+
 /** A shed authorization's refusal; its text never changes, so it is made once. */
-const SHED_REFUSAL = service.overloadedRefusal('it shed this authorization before reading it')
+const SHED_REFUSAL = overloadedRefusal('it shed this authorization before reading it')
 
 /**
  * Load shedding, in front of the app: the authorizations the shedder picks (a share of them while
@@ -30,14 +43,14 @@ const SHED_REFUSAL = service.overloadedRefusal('it shed this authorization befor
  * authentication and rate limiting (docs/architecture.md, "Load shedding"). Answers undefined
  * (having read the clock and two properties) unless the shedder is shedding.
  */
-function authorizationShed(runtime: Runtime): (request: Request) => Response | undefined {
+function authorizationShed(deps: AuthorizationFrontDeps): (request: Request) => Response | undefined {
   return (request) => {
-    const shedder = runtime.shedder
+    const shedder = deps.shedder()
     if (shedder === undefined) return undefined
-    const clock = runtime.loopLag
+    const clock = deps.loopLag
     const overdueMs = clock.overdueMs()
     if (!shedder.mayShed(overdueMs)) return undefined
-    if (secretKeyOf(runtime, request) === undefined || !shedder.shouldShed(overdueMs, () => clock.busyShareSinceTick())) return undefined
+    if (secretKeyOf(deps.auth, request) === undefined || !shedder.shouldShed(overdueMs, () => clock.busyShareSinceTick())) return undefined
     return errorResponse(SHED_REFUSAL, newId('req'))
   }
 }
@@ -50,7 +63,7 @@ function authorizationShed(runtime: Runtime): (request: Request) => Response | u
  * and the front below both answer through it.
  */
 export async function answerAuthorization(
-  runtime: Runtime,
+  core: PaymentsCore,
   records: IdempotencyStore,
   orgId: string,
   body: AuthorizePaymentInput,
@@ -67,7 +80,7 @@ export async function answerAuthorization(
     idempotency = { orgId, key, method: request.method, path: AUTHORIZE_PATH, requestHash: requestHashOf(request.method, AUTHORIZE_PATH, body), requestBody: body }
   }
   try {
-    const answer = await service.authorizePayment(runtime, orgId, body, { receivedAt, idempotency, records })
+    const answer = await authorizePayment(core, orgId, body, { receivedAt, idempotency, records })
     if (answer.kind === 'replay') return replayResponse(answer.status, answer.body, set.headers)
     // The payment view was serialized once, for this answer and its saved idempotent answer
     // alike; the route's Payment schema documents it (tests check the answers against it).
@@ -90,20 +103,20 @@ export async function answerAuthorization(
  * documents it and answers a request handed to `app.handle` directly; tests hold the two to the
  * same answers.
  */
-function authorizeInFront(runtime: Runtime, records: IdempotencyStore, app: (request: Request) => Response | Promise<Response>) {
+function authorizeInFront(deps: AuthorizationFrontDeps, app: (request: Request) => Response | Promise<Response>) {
   const validator = TypeCompiler.Compile(AuthorizePaymentBody)
-  const bodyLimitBytes = runtime.config.bodyLimitBytes
+  const bodyLimitBytes = deps.bodyLimitBytes
   return async (request: Request): Promise<Response> => {
     const receivedAt = performance.now()
-    const key = secretKeyOf(runtime, request)
+    const key = secretKeyOf(deps.auth, request)
     if (key === undefined) return app(request)
     const set = { headers: { 'x-request-id': newId('req') } as Record<string, unknown> }
     try {
-      const refused = rateLimited(await countRequest(runtime, key, request, null, AUTHORIZE_PATH), request, set)
+      const refused = rateLimited(await countRequest(deps.auth, key, request, null, AUTHORIZE_PATH), request, set)
       if (refused !== undefined) return refused
       const body = await parseJsonBody(request, bodyLimitBytes)
       if (!validator.Check(body)) throw toApiError('VALIDATION', new ValidationError('body', validator, body))
-      return await answerAuthorization(runtime, records, key.orgId, body, request, receivedAt, set)
+      return await answerAuthorization(deps.core, deps.records, key.orgId, body, request, receivedAt, set)
     } catch (error) {
       return failureAnswer('UNKNOWN', error, request, set).response
     }
@@ -115,13 +128,14 @@ function authorizeInFront(runtime: Runtime, records: IdempotencyStore, app: (req
  * `POST /v1/payments/authorize` with (Bun's own router dispatches to it before Elysia's), and what
  * `handle` passes every request through.
  */
-export function authorizationFront(runtime: Runtime, records: IdempotencyStore, app: (request: Request) => Response | Promise<Response>) {
-  const shed = authorizationShed(runtime)
-  const authorize = authorizeInFront(runtime, records, app)
+export function authorizationFront(deps: AuthorizationFrontDeps, app: (request: Request) => Response | Promise<Response>) {
+  const shed = authorizationShed(deps)
+  const authorize = authorizeInFront(deps, app)
+  const deadlines = deps.core.deadlines
   const front = (request: Request) => {
     // Budgets that ended while this turn of the loop read requests are answered now, not once the
-    // turn is over and timers run (see `fireDueDeadlines`).
-    service.fireDueDeadlines()
+    // turn is over and timers run (see `Deadlines`).
+    deadlines.fireDue()
     return shed(request) ?? authorize(request)
   }
   return {

@@ -5,22 +5,22 @@ import { arrivalOf } from '../../platform/arrival.ts'
 import type { IdempotencyStore } from '../../platform/idempotency.ts'
 import { apiDoc } from '../../platform/openapi.ts'
 import { histogramSchema } from '../ledger-ops/routes.ts'
-import type { Runtime } from '../../runtime.ts'
 import { AuthorizePaymentBody, CapturePaymentBody, ListPaymentsQuery, Payment, PaymentList } from './model.ts'
-import * as service from './service.ts'
+import { capturePayment, getPayment, listPayments, voidPayment } from './lifecycle.ts'
+import { SLOW_PAGE_DEFAULT, SLOW_PAGE_MAX, slowAuthorizations } from './slow.ts'
+import { DECLINE_RECORD_LAG_MAX_MS, paymentsStats, type PaymentsCore } from './state.ts'
 import { AUTHORIZE_PATH, answerAuthorization } from './front.ts'
 import { DECLINE_BACKLOG_MAX } from './repo.ts'
 import { SLOW_AUTHORIZATIONS_KEPT_DEFAULT } from '../../config.ts'
 import { DEFAULT_SHEDDING } from '../../platform/load-shedder.ts'
-
 
 const STATES_DOC =
   'States: authorized → captured | voided | lapsed (uncaptured 24 h after authorization on the organization\'s clock, event payment.expired); declined is terminal from the start. Events: payment.authorized, payment.declined, payment.captured, payment.voided, payment.expired.'
 const REFUSALS_DOC = 'Refused with hold_not_active (409) unless the payment is authorized (declined, captured, voided, or being captured or voided right now), and hold_expired (422) once it has lapsed or while its lapse is being committed.'
 
 /** Operator routes of payments (under /ops/v1, authenticated by the operator token). */
-export function paymentsOpsRoutes(runtime: Runtime) {
-  return new Elysia({ name: 'kassa/ops-payments', prefix: '/ops/v1' }).get('/payments/stats', () => service.paymentsStats(runtime), {
+export function paymentsOpsRoutes(core: PaymentsCore) {
+  return new Elysia({ name: 'kassa/ops-payments', prefix: '/ops/v1' }).get('/payments/stats', () => paymentsStats(core), {
     response: t.Object({
       answerLatencyMs: histogramSchema(
         'authorizations answered',
@@ -33,7 +33,7 @@ export function paymentsOpsRoutes(runtime: Runtime) {
           refused: t.Integer({ description: `Authorizations refused 429 rate_limited since this instance started because ${DECLINE_BACKLOG_MAX} declines already waited for their records (a decline that could not be recorded is never answered)` }),
         },
         {
-          description: `How far decline records are behind the answers. A decline waits for its record (so it is durable when answered) unless the database is failing, or it has no Idempotency-Key and the oldest waiting record has waited over ${service.DECLINE_RECORD_LAG_MAX_MS} ms (past capacity); those are answered at once and recorded behind, read from this instance's memory until then.`,
+          description: `How far decline records are behind the answers. A decline waits for its record (so it is durable when answered) unless the database is failing, or it has no Idempotency-Key and the oldest waiting record has waited over ${DECLINE_RECORD_LAG_MAX_MS} ms (past capacity); those are answered at once and recorded behind, read from this instance's memory until then.`,
         },
       ),
       shedding: t.Object(
@@ -56,12 +56,12 @@ export function paymentsOpsRoutes(runtime: Runtime) {
     }),
     detail: apiDoc('Authorization latency of this instance', 'Operators', { security: 'operator', description: 'Benchmarks read it beside the callers\' own latencies.' }),
   })
-    .get('/payments/slow', ({ query }) => service.slowAuthorizations(runtime, query), {
+    .get('/payments/slow', ({ query }) => slowAuthorizations(core.slow, query), {
       query: SlowAuthorizationsQuery,
       response: SlowAuthorizations,
       detail: apiDoc('Slow authorizations of this instance', 'Operators', {
         security: 'operator',
-        description: `The authorizations that took SLOW_AUTHORIZATION_MS or longer from reaching this instance to their answer, of the latest SLOW_AUTHORIZATIONS_KEPT (default ${SLOW_AUTHORIZATIONS_KEPT_DEFAULT}) kept, a page at a time, oldest first, with where each approval's time went. Each is numbered in the order it was recorded (seq, from 1): after reads those after a seq (pass the last one of a page for the next; hasMore says whether newer ones follow, missed how many after it were overwritten before this read), and without it the newest. limit is ${service.SLOW_PAGE_DEFAULT} when left out, at most ${service.SLOW_PAGE_MAX}: the server's one thread builds the answer, and the whole log at once (the benchmark's 131,072) held it for up to 633 ms, past an authorization's budget. A caller on the same machine can set arrivedAtMs beside its own clock to see what happened before the server read the request and after it answered (the benchmark does: README, "Benchmarks").`,
+        description: `The authorizations that took SLOW_AUTHORIZATION_MS or longer from reaching this instance to their answer, of the latest SLOW_AUTHORIZATIONS_KEPT (default ${SLOW_AUTHORIZATIONS_KEPT_DEFAULT}) kept, a page at a time, oldest first, with where each approval's time went. Each is numbered in the order it was recorded (seq, from 1): after reads those after a seq (pass the last one of a page for the next; hasMore says whether newer ones follow, missed how many after it were overwritten before this read), and without it the newest. limit is ${SLOW_PAGE_DEFAULT} when left out, at most ${SLOW_PAGE_MAX}: the server's one thread builds the answer, and the whole log at once (the benchmark's 131,072) held it for up to 633 ms, past an authorization's budget. A caller on the same machine can set arrivedAtMs beside its own clock to see what happened before the server read the request and after it answered (the benchmark does: README, "Benchmarks").`,
       }),
     })
 }
@@ -70,7 +70,7 @@ export function paymentsOpsRoutes(runtime: Runtime) {
 const SlowAuthorizationsQuery = t.Object(
   {
     after: t.Optional(t.Integer({ description: 'A seq: the page starts after it. Left out: the newest page' })),
-    limit: t.Optional(t.Integer({ description: `Page size, 1 to ${service.SLOW_PAGE_MAX}; ${service.SLOW_PAGE_DEFAULT} when left out` })),
+    limit: t.Optional(t.Integer({ description: `Page size, 1 to ${SLOW_PAGE_MAX}; ${SLOW_PAGE_DEFAULT} when left out` })),
   },
   { additionalProperties: false },
 )
@@ -109,24 +109,24 @@ const SlowAuthorizations = t.Object({
   ),
 })
 
-export function paymentsRoutes(runtime: Runtime, access: AccessPlugin, records: IdempotencyStore) {
+export function paymentsRoutes(core: PaymentsCore, access: AccessPlugin, records: IdempotencyStore) {
   return new Elysia({ name: 'kassa/payments', prefix: '/v1' })
     .use(access)
     .post(
       AUTHORIZE_PATH.slice('/v1'.length),
       // A listening server answers this route in front of the app (./front.ts); the app's route
       // answers a request handed to `app.handle` directly, through the same function.
-      ({ body, principal, set, request }) => answerAuthorization(runtime, records, principal.orgId, body, request, arrivalOf(request), set),
+      ({ body, principal, set, request }) => answerAuthorization(core, records, principal.orgId, body, request, arrivalOf(request), set),
       {
         access: { level: 'secret', idempotency: 'inline' },
         body: AuthorizePaymentBody,
         response: { 201: Payment },
         detail: apiDoc('Authorize a payment', 'Payments', {
-          description: `Synchronous, answered within a hard budget of 500 ms. Approved: 201 with state authorized, the amount held on the account until capture, void or lapse. Declined: 201 with state declined and failureCode, the same code a transfer or hold answers for the same reason (insufficient_available, account_frozen, limit_exceeded, min_amount, unsupported_asset; processing_timeout when the approval could not be made durable within the budget, or when the ledger writer's queue is past what the budget allows, processing_error when the database refused it). A declined authorization can never be captured. A decline is normally durable when answered; it is answered before its record is durable, and read from the answering instance's memory until then, when the database is failing, and past capacity when it has no Idempotency-Key and decline records are more than ${service.DECLINE_RECORD_LAG_MAX_MS} ms behind (a keyed decline still waits for its record within the budget, so its key answers the same everywhere). Every decline answered is recorded: when ${DECLINE_BACKLOG_MAX} declines already wait for their records on this instance (far past its capacity, or the database away for minutes), an authorization is refused 429 rate_limited with Retry-After instead, nothing of it authorized or recorded and no payment id given, so it can be sent again (its Idempotency-Key is not used up). The same 429 answers an authorization this instance sheds because its one thread is past its capacity (its event loop late tick after tick): refused in front of the rest of the request's handling (only a key that authenticates and is not publishable is shed; any other is answered as ever, 401 or 403), with Retry-After: 1 and without rate headers, not counted against the key's rate limit, nothing of it decided or recorded (GET /ops/v1/payments/stats, shedding). Malformed input is 400 invalid_request; an unknown account is 404. ${STATES_DOC}`,
+          description: `Synchronous, answered within a hard budget of 500 ms. Approved: 201 with state authorized, the amount held on the account until capture, void or lapse. Declined: 201 with state declined and failureCode, the same code a transfer or hold answers for the same reason (insufficient_available, account_frozen, limit_exceeded, min_amount, unsupported_asset; processing_timeout when the approval could not be made durable within the budget, or when the ledger writer's queue is past what the budget allows, processing_error when the database refused it). A declined authorization can never be captured. A decline is normally durable when answered; it is answered before its record is durable, and read from the answering instance's memory until then, when the database is failing, and past capacity when it has no Idempotency-Key and decline records are more than ${DECLINE_RECORD_LAG_MAX_MS} ms behind (a keyed decline still waits for its record within the budget, so its key answers the same everywhere). Every decline answered is recorded: when ${DECLINE_BACKLOG_MAX} declines already wait for their records on this instance (far past its capacity, or the database away for minutes), an authorization is refused 429 rate_limited with Retry-After instead, nothing of it authorized or recorded and no payment id given, so it can be sent again (its Idempotency-Key is not used up). The same 429 answers an authorization this instance sheds because its one thread is past its capacity (its event loop late tick after tick): refused in front of the rest of the request's handling (only a key that authenticates and is not publishable is shed; any other is answered as ever, 401 or 403), with Retry-After: 1 and without rate headers, not counted against the key's rate limit, nothing of it decided or recorded (GET /ops/v1/payments/stats, shedding). Malformed input is 400 invalid_request; an unknown account is 404. ${STATES_DOC}`,
         }),
       },
     )
-    .post('/payments/:id/capture', (context) => context.answerInCommit(context, 200, () => service.capturePayment(runtime, context.principal.orgId, context.params.id, context.body ?? {})), {
+    .post('/payments/:id/capture', (context) => context.answerInCommit(context, 200, () => capturePayment(core, context.principal.orgId, context.params.id, context.body ?? {})), {
       access: { level: 'secret', idempotency: 'commit' },
       params: IdParams,
       body: t.Optional(CapturePaymentBody),
@@ -135,19 +135,19 @@ export function paymentsRoutes(runtime: Runtime, access: AccessPlugin, records: 
         description: `Once, for at most the authorized amount (default: all of it), to the organization's card-settlement account; the remainder returns to available in the same commit. State becomes captured. ${REFUSALS_DOC}`,
       }),
     })
-    .post('/payments/:id/void', (context) => context.answerInCommit(context, 200, () => service.voidPayment(runtime, context.principal.orgId, context.params.id)), {
+    .post('/payments/:id/void', (context) => context.answerInCommit(context, 200, () => voidPayment(core, context.principal.orgId, context.params.id)), {
       access: { level: 'secret', idempotency: 'commit' },
       params: IdParams,
       response: Payment,
       detail: apiDoc('Void a payment', 'Payments', { description: `Releases the whole hold back to available. State becomes voided. ${REFUSALS_DOC}` }),
     })
-    .get('/payments', ({ query, principal }) => service.listPayments(runtime, principal.orgId, query), {
+    .get('/payments', ({ query, principal }) => listPayments(core, principal.orgId, query), {
       access: 'secret',
       query: ListPaymentsQuery,
       response: PaymentList,
       detail: apiDoc('List payments', 'Payments', { description: `Declines included. Ordered by creation; pass the last id of a page as after for the next. Filter by accountId, by state (state=authorized lists the authorizations still holding funds, to capture or void before they lapse), or both. ${STATES_DOC}` }),
     })
-    .get('/payments/:id', ({ params, principal }) => service.getPayment(runtime, principal.orgId, params.id), {
+    .get('/payments/:id', ({ params, principal }) => getPayment(core, principal.orgId, params.id), {
       access: 'secret',
       params: IdParams,
       response: Payment,

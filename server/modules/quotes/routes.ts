@@ -2,17 +2,15 @@ import { Elysia } from 'elysia'
 import { IdParams } from '../../lib/params.ts'
 import type { AccessPlugin } from '../../platform/access.ts'
 import { apiDoc } from '../../platform/openapi.ts'
-import type { Runtime } from '../../runtime.ts'
 import { CreateQuoteBody, Quote } from './model.ts'
 import * as service from './service.ts'
 
-
-export function quotesRoutes(runtime: Runtime, access: AccessPlugin, instantRedeem?: service.InstantRedeemQuoter) {
+export function quotesRoutes(deps: service.QuotesDeps, access: AccessPlugin, instantRedeem?: service.InstantRedeemQuoter) {
   return new Elysia({ name: 'kassa/quotes', prefix: '/v1' })
     .use(access)
     .post(
       '/quotes',
-      (context) => context.answerInCommit(context, 201, () => service.createQuote(runtime, context.principal.orgId, context.body, instantRedeem)),
+      (context) => context.answerInCommit(context, 201, () => service.createQuote(deps, context.principal.orgId, context.body, instantRedeem)),
       {
         access: { level: 'secret', idempotency: 'commit' },
         body: CreateQuoteBody,
@@ -23,7 +21,7 @@ export function quotesRoutes(runtime: Runtime, access: AccessPlugin, instantRede
         }),
       },
     )
-    .get('/quotes/:id', ({ params, principal }) => service.getQuote(runtime, principal.orgId, params.id), {
+    .get('/quotes/:id', ({ params, principal }) => service.getQuote(deps, principal.orgId, params.id), {
       access: 'secret',
       params: IdParams,
       response: Quote,

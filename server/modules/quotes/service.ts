@@ -4,10 +4,19 @@ import { basisPointsCeil } from '../../ledger/policy.ts'
 import { ApiError, notFound } from '../../lib/errors.ts'
 import { newId } from '../../lib/ids.ts'
 import { formatAmount, parseAmount } from '../../lib/money.ts'
-import type { Runtime } from '../../runtime.ts'
+import type { Database } from '../../../db/client.ts'
+import type { Ledger } from '../../ledger/ledger.ts'
+import type { Clock } from '../clock/clock.ts'
 import { findAsset, requireAsset } from '../../lib/assets.ts'
 import type { CreateInstantRedeemQuoteInput, CreateQuoteInput, QuoteView } from './model.ts'
 import * as repo from './repo.ts'
+
+/** What quotes read: the database, the assets' policies (the ledger's) and the organizations' clocks. */
+export interface QuotesDeps {
+  db: Database
+  ledger: Pick<Ledger, 'policy' | 'accounts'>
+  clock: Clock
+}
 
 export function toQuoteView(row: repo.QuoteRecord, now: Date): QuoteView {
   const decimals = findAsset(row.asset)?.decimals ?? 0
@@ -44,12 +53,12 @@ export interface InstantRedeemPrice {
 export type InstantRedeemQuoter = (orgId: string, input: CreateInstantRedeemQuoteInput) => Promise<InstantRedeemPrice>
 
 /** An all-in, itemized price for a withdrawal or an instant redemption, executable once before it expires. */
-export async function createQuote(runtime: Runtime, orgId: string, input: CreateQuoteInput, instantRedeem?: InstantRedeemQuoter): Promise<QuoteView> {
+export async function createQuote(deps: QuotesDeps, orgId: string, input: CreateQuoteInput, instantRedeem?: InstantRedeemQuoter): Promise<QuoteView> {
   if (input.kind === 'instant_redeem') {
     if (instantRedeem === undefined) throw new ApiError('invalid_request', 'Earning is not available on this service', { field: 'kind' })
     const priced = await instantRedeem(orgId, input)
-    const now = runtime.clock.now(orgId)
-    const row = await repo.insertQuote(runtime.db, {
+    const now = deps.clock.now(orgId)
+    const row = await repo.insertQuote(deps.db, {
       id: newId('qt'),
       orgId,
       kind: 'instant_redeem',
@@ -62,22 +71,22 @@ export async function createQuote(runtime: Runtime, orgId: string, input: Create
       vaultId: priced.vaultId,
       shares: priced.shares,
       state: 'open',
-      expiresAt: new Date(now.getTime() + runtime.ledger.policy(requireAsset(priced.asset).asset).quoteLifetimeSeconds * 1000),
+      expiresAt: new Date(now.getTime() + deps.ledger.policy(requireAsset(priced.asset).asset).quoteLifetimeSeconds * 1000),
       createdAt: now,
     })
     return toQuoteView(row, now)
   }
   const info = requireAsset(input.asset)
   const amountMinor = parseAmount(input.amount, info.decimals, 'amount')
-  const policy = runtime.ledger.policy(info.asset)
+  const policy = deps.ledger.policy(info.asset)
   if (amountMinor < policy.withdrawalMinMinor) {
     throw new ApiError('min_amount', `The minimum withdrawal is ${formatAmount(policy.withdrawalMinMinor, info.decimals)}`, { field: 'amount' })
   }
   if (amountMinor > policy.withdrawalMaxMinor) {
     throw new ApiError('limit_exceeded', `The maximum withdrawal is ${formatAmount(policy.withdrawalMaxMinor, info.decimals)}`, { field: 'amount' })
   }
-  const account = await runtime.ledger.accounts.require(orgId, input.accountId, 'accountId')
-  const now = runtime.clock.now(orgId)
+  const account = await deps.ledger.accounts.require(orgId, input.accountId, 'accountId')
+  const now = deps.clock.now(orgId)
   const networkFee = policy.withdrawalNetworkFeeMinor
   const serviceFee = basisPointsCeil(amountMinor, policy.withdrawalServiceFeeBps)
   const quote: Parameters<typeof repo.insertQuote>[1] = {
@@ -94,14 +103,14 @@ export async function createQuote(runtime: Runtime, orgId: string, input: Create
     expiresAt: new Date(now.getTime() + policy.quoteLifetimeSeconds * 1000),
     createdAt: now,
   }
-  const row = await writeWithAnswer(runtime.db, (executor) => repo.insertQuote(executor, quote), (written) => toQuoteView(written, now))
+  const row = await writeWithAnswer(deps.db, (executor) => repo.insertQuote(executor, quote), (written) => toQuoteView(written, now))
   return toQuoteView(row, now)
 }
 
-export async function getQuote(runtime: Runtime, orgId: string, id: string): Promise<QuoteView> {
-  const row = await repo.findQuote(runtime.db, orgId, id)
+export async function getQuote(deps: QuotesDeps, orgId: string, id: string): Promise<QuoteView> {
+  const row = await repo.findQuote(deps.db, orgId, id)
   if (!row) throw notFound('quote')
-  return toQuoteView(row, runtime.clock.now(orgId))
+  return toQuoteView(row, deps.clock.now(orgId))
 }
 
 /**

@@ -2,17 +2,15 @@ import { Elysia } from 'elysia'
 import { IdParams } from '../../lib/params.ts'
 import type { AccessPlugin } from '../../platform/access.ts'
 import { apiDoc } from '../../platform/openapi.ts'
-import type { Runtime } from '../../runtime.ts'
 import { CreateTransferBody, ListTransfersQuery, Transfer, TransferList } from './model.ts'
 import * as service from './service.ts'
 
-
-export function transfersRoutes(runtime: Runtime, access: AccessPlugin) {
+export function transfersRoutes(deps: service.TransfersDeps, access: AccessPlugin) {
   return new Elysia({ name: 'kassa/transfers', prefix: '/v1' })
     .use(access)
     .post(
       '/transfers',
-      (context) => context.answerInCommit(context, 201, () => service.createTransfer(runtime, context.principal.orgId, context.body)),
+      (context) => context.answerInCommit(context, 201, () => service.createTransfer(deps, context.principal.orgId, context.body)),
       {
         access: { level: 'secret', idempotency: 'commit' },
         body: CreateTransferBody,
@@ -23,13 +21,13 @@ export function transfersRoutes(runtime: Runtime, access: AccessPlugin) {
         }),
       },
     )
-    .get('/transfers', ({ query, principal }) => service.listTransfers(runtime, principal.orgId, query), {
+    .get('/transfers', ({ query, principal }) => service.listTransfers(deps, principal.orgId, query), {
       access: 'secret',
       query: ListTransfersQuery,
       response: TransferList,
       detail: apiDoc('List transfers', 'Transfers', { description: 'Ordered by creation. Pass the last id of a page as `after` for the next page.' }),
     })
-    .get('/transfers/:id', ({ params, principal }) => service.getTransfer(runtime, principal.orgId, params.id), {
+    .get('/transfers/:id', ({ params, principal }) => service.getTransfer(deps, principal.orgId, params.id), {
       access: 'secret',
       params: IdParams,
       response: Transfer,

@@ -1,7 +1,7 @@
 import { eventRow } from '../events/write-sets.ts'
 import { SYSTEM_ACCOUNTS, type Posting } from '../../ledger/hot-balances.ts'
 import { assertCanSend } from '../../ledger/accounts.ts'
-import type { PendingHold } from '../../ledger/ledger.ts'
+import type { Ledger, PendingHold } from '../../ledger/ledger.ts'
 import type { LedgerOperation } from '../../ledger/writer.ts'
 import type { HoldRow } from '../holds/write-sets.ts'
 import type { TransferRow } from './write-sets.ts'
@@ -9,13 +9,27 @@ import { invalid, notFound } from '../../lib/errors.ts'
 import { onePage, pageLimit } from '../../lib/pagination.ts'
 import { newId } from '../../lib/ids.ts'
 import { formatAmount, parseAmount } from '../../lib/money.ts'
-import type { Runtime } from '../../runtime.ts'
+import type { Database } from '../../../db/client.ts'
 import { findAsset, requireAsset, type AssetInfo } from '../../lib/assets.ts'
-import { closingHooks, requirePendingHold, takePendingHold } from '../holds/state.ts'
+import type { Clock } from '../clock/clock.ts'
+import type { HoldRecords } from '../holds/state.ts'
 import { planTransfer, type FeeModel, type TransferPlan } from './fees.ts'
 import type { CreateTransferInput, TransferView } from './model.ts'
 import * as repo from './repo.ts'
 import { answerInCommit } from '../../platform/idempotency.ts'
+
+/** What transfers read and move: the ledger, the organizations' clocks, the database, and the holds a transfer may be paid from. */
+export interface TransfersDeps {
+  db: Database
+  ledger: Ledger
+  clock: Clock
+  holds: HoldRecords
+}
+
+/** A transfer as another module makes one (a hold's capture). */
+export interface TransferExecutor {
+  execute(orgId: string, request: TransferRequest): Promise<repo.TransferRecord>
+}
 
 export function toTransferView(row: repo.TransferRecord): TransferView {
   const decimals = findAsset(row.asset)?.decimals ?? 0
@@ -75,17 +89,17 @@ export interface TransferRequest {
  * first; from the hold check to `submit` the code is synchronous, so no other request can slip in
  * between the decision and the reservation.
  */
-export async function executeTransfer(runtime: Runtime, orgId: string, request: TransferRequest): Promise<repo.TransferRecord> {
+export async function executeTransfer(deps: TransfersDeps, orgId: string, request: TransferRequest): Promise<repo.TransferRecord> {
   const { info } = request
-  const plan = planTransfer(request.amountMinor, request.feeModel, runtime.ledger.policy(info.asset), info.decimals)
+  const plan = planTransfer(request.amountMinor, request.feeModel, deps.ledger.policy(info.asset), info.decimals)
   if (request.sourceAccountId === request.destinationAccountId) throw invalid('destinationAccountId', 'The destination must differ from the source')
-  const source = await runtime.ledger.accounts.require(orgId, request.sourceAccountId, 'sourceAccountId')
-  const destination = await runtime.ledger.accounts.require(orgId, request.destinationAccountId, 'destinationAccountId')
-  if (request.holdId !== undefined) await requirePendingHold(runtime, orgId, request.holdId, request.fields.holdId)
+  const source = await deps.ledger.accounts.require(orgId, request.sourceAccountId, 'sourceAccountId')
+  const destination = await deps.ledger.accounts.require(orgId, request.destinationAccountId, 'destinationAccountId')
+  if (request.holdId !== undefined) await deps.holds.requirePending(orgId, request.holdId, request.fields.holdId)
   assertCanSend(source, 'sourceAccountId')
-  const funding: Funding = request.holdId === undefined ? { kind: 'available' } : { kind: 'hold', hold: takePendingHold(runtime, orgId, request.holdId, request.fields.holdId) }
+  const funding: Funding = request.holdId === undefined ? { kind: 'available' } : { kind: 'hold', hold: deps.holds.take(orgId, request.holdId, request.fields.holdId) }
   if (funding.kind === 'hold') assertHoldCovers(funding.hold, source.id, info, plan, request.fields.amount)
-  const now = runtime.clock.now(orgId)
+  const now = deps.clock.now(orgId)
   const id = newId('tr')
   const movementId = newId('mv')
   const row: TransferRow = {
@@ -119,9 +133,9 @@ export async function executeTransfer(runtime: Runtime, orgId: string, request: 
       eventRow(orgId, 'transfer.completed', { ...view, sourceExternalId: source.externalId, destinationExternalId: destination.externalId }, now),
     ],
   }
-  if (funding.kind === 'hold') attachCapture(runtime, operation, funding.hold, record, now)
+  if (funding.kind === 'hold') attachCapture(deps.ledger, operation, funding.hold, record, now)
   operation.idempotencyRecord = answerInCommit(request.answer ? request.answer(record) : view)
-  await runtime.ledger.submit(operation)
+  await deps.ledger.submit(operation)
   return record
 }
 
@@ -134,7 +148,7 @@ function assertHoldCovers(hold: PendingHold, sourceId: string, info: AssetInfo, 
 }
 
 /** Capturing writes the hold's final state and its event in the same commit as the transfer. */
-function attachCapture(runtime: Runtime, operation: LedgerOperation, hold: PendingHold, transfer: repo.TransferRecord, now: Date): void {
+function attachCapture(ledger: Ledger, operation: LedgerOperation, hold: PendingHold, transfer: repo.TransferRecord, now: Date): void {
   const decimals = requireAsset(hold.asset).decimals
   const captured: HoldRow = {
     id: hold.id,
@@ -166,12 +180,12 @@ function attachCapture(runtime: Runtime, operation: LedgerOperation, hold: Pendi
       now,
     ),
   )
-  Object.assign(operation, closingHooks(runtime, hold))
+  Object.assign(operation, ledger.holds.closing(hold))
 }
 
-export async function createTransfer(runtime: Runtime, orgId: string, input: CreateTransferInput): Promise<TransferView> {
+export async function createTransfer(deps: TransfersDeps, orgId: string, input: CreateTransferInput): Promise<TransferView> {
   const info = requireAsset(input.asset)
-  const record = await executeTransfer(runtime, orgId, {
+  const record = await executeTransfer(deps, orgId, {
     sourceAccountId: input.sourceAccountId,
     destinationAccountId: input.destinationAccountId,
     info,
@@ -184,19 +198,19 @@ export async function createTransfer(runtime: Runtime, orgId: string, input: Cre
   return toTransferView(record)
 }
 
-export async function getTransfer(runtime: Runtime, orgId: string, id: string): Promise<TransferView> {
-  const row = await repo.findTransfer(runtime.db, orgId, id)
+export async function getTransfer(deps: TransfersDeps, orgId: string, id: string): Promise<TransferView> {
+  const row = await repo.findTransfer(deps.db, orgId, id)
   if (!row) throw notFound('transfer')
   return toTransferView(row)
 }
 
 export async function listTransfers(
-  runtime: Runtime,
+  deps: TransfersDeps,
   orgId: string,
   query: { accountId?: string; after?: string; limit?: number },
 ): Promise<{ transfers: TransferView[]; hasMore: boolean }> {
   const limit = pageLimit(query.limit)
-  const rows = await repo.listTransfers(runtime.db, orgId, { accountId: query.accountId, after: query.after, limit: limit + 1 })
+  const rows = await repo.listTransfers(deps.db, orgId, { accountId: query.accountId, after: query.after, limit: limit + 1 })
   const page = onePage(rows, limit, toTransferView)
   return { transfers: page.items, hasMore: page.hasMore }
 }
