@@ -1,11 +1,12 @@
 import { expect } from 'bun:test'
 import { startTestApp, type TestApp, type TestResponse } from '../support/app.ts'
+import type { RuntimeOptions } from '../../server/runtime.ts'
 import { ledgerFixture, type LedgerFixture } from '../ledger/support.ts'
 import { eventually } from '../support/eventually.ts'
 
 /** A test app with an organization whose card holder (`card-holder`) is funded with 100 USDC. */
-export async function fundedCardHolder(): Promise<{ app: TestApp; fx: LedgerFixture; payer: string }> {
-  const app = await startTestApp()
+export async function fundedCardHolder(runtimeOptions: RuntimeOptions = {}): Promise<{ app: TestApp; fx: LedgerFixture; payer: string }> {
+  const app = await startTestApp({}, runtimeOptions)
   const fx = await ledgerFixture(app)
   const payer = await fx.mint('card-holder')
   await fx.fund(payer, '100')
