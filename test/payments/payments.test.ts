@@ -846,10 +846,9 @@ describe('decline records', () => {
       // Records keeping up: the first decline waits for its own (held back here), but only up to the
       // lag limit, not its whole budget.
       const startedAt = performance.now()
-      const first = authorize(tooMuch)
-      await Bun.sleep(DECLINE_RECORD_LAG_MAX_MS / 2)
-      expect(await settled(first)).toBe(false)
-      const firstAnswer = await first
+      const firstAnswer = await authorize(tooMuch)
+      // It waited the lag limit for its record (a check of "not answered yet" after a sleep would
+      // depend on the sleep ending in time on a busy machine).
       const firstMs = performance.now() - startedAt
       expect(firstAnswer.body).toMatchObject({ state: 'declined', failureCode: 'insufficient_available' })
       expect(firstMs).toBeGreaterThanOrEqual(DECLINE_RECORD_LAG_MAX_MS - 1)
