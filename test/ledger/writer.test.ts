@@ -471,14 +471,17 @@ describe('the pipelined group-commit writer', () => {
       await slow
     }
     await writer().idle()
-    expect(pace()).toBeGreaterThan(200)
+    const stalePace = pace()
+    expect(stalePace).toBeGreaterThan(200)
     expect(writer().expectedWaitMs()).toBe(0)
     // Sent at once, not withdrawn for a pace no batch in flight stands for (before, every such
     // operation was withdrawn, nothing was sent, and the stale pace was never measured again).
     const outcome = await settled(ledger().submit(credit(account, 5n, { deadline: performance.now() + 150 })))
     expect(outcome.ok).toBe(true)
     for (let round = 0; round < 20; round++) await ledger().submit(credit(account, 1n))
-    expect(pace()).toBeLessThan(50)
+    // Measured again: the stale figure has all but gone from it (a fixed ceiling would also measure
+    // how fast this machine commits right now).
+    expect(pace()).toBeLessThan(stalePace / 4)
     expect(await fx.balance(account)).toMatchObject({ available: '0.000030' })
   })
 
