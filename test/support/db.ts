@@ -93,8 +93,10 @@ async function makeTemplateDatabase(url: string, name: string): Promise<string> 
     await admin`select pg_advisory_lock(${TEMPLATE_LOCK_ID})`
     const [found] = await admin<{ exists: boolean }[]>`select exists (select 1 from pg_database where datname = ${name}) as exists`
     if (found?.exists !== true) {
+      // Under the lock no other process is making one: a scratch left here was a killed process's.
+      const left = await admin<{ datname: string }[]>`select datname from pg_database where starts_with(datname, ${`${name}_`})`
+      for (const { datname } of left) await admin.unsafe(`drop database if exists "${datname}" with (force)`)
       const scratch = `${name}_${process.pid}`
-      await admin.unsafe(`drop database if exists "${scratch}" with (force)`)
       await admin.unsafe(`create database "${scratch}"`)
       const handle = await openDatabase({ databaseUrl: withDatabaseName(url, scratch), embeddedPath: EMBEDDED_IN_MEMORY, poolMax: 1 })
       try {
