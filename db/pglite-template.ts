@@ -103,6 +103,10 @@ export function pgliteWasmModule(): Promise<WebAssembly.Module> {
   compiledModule ??= Bun.file(join(PGLITE_DIST, 'pglite.wasm'))
     .arrayBuffer()
     .then((bytes) => WebAssembly.compile(bytes))
+  // A failure is not kept: the next database tries again (and says why, if it fails again).
+  compiledModule.catch(() => {
+    compiledModule = undefined
+  })
   return compiledModule
 }
 
