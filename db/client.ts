@@ -1,6 +1,5 @@
-import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { dirname, join } from 'node:path'
+import { existsSync, mkdirSync } from 'node:fs'
+import { join } from 'node:path'
 import { PGlite } from '@electric-sql/pglite'
 import { sql, type SQL } from 'drizzle-orm'
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core'
@@ -10,6 +9,7 @@ import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js'
 import { migrate as migratePostgres } from 'drizzle-orm/postgres-js/migrator'
 import postgres from 'postgres'
 import { lockDataFolder } from './folder-lock.ts'
+import { ensureTemplate, extractTemplate, forgetTemplate, initdbTemplatePath, loadTemplate, migratedTemplatePath, pgliteWasmModule, runPgliteInit } from './pglite-template.ts'
 import { assert } from '../server/lib/assert.ts'
 import type { TextStatement } from './bulk.ts'
 import * as schema from './schema/index.ts'
@@ -56,11 +56,16 @@ export interface DatabaseOptions {
    * delivery process's: `synchronous_commit` off, see `createDeliveryRuntime`).
    */
   pool?: { applicationName: string; settings: Record<string, string> }
+  /**
+   * The embedded database: a new one starts without the project's migrations (tests of a migration
+   * itself). By default it starts from a template that holds them.
+   */
+  bare?: boolean
 }
 
 export async function openDatabase(options: DatabaseOptions): Promise<DatabaseHandle> {
   if (options.databaseUrl !== undefined) return openPostgres(options.databaseUrl, options.poolMax, options.pool)
-  return openPglite(options.embeddedPath)
+  return openPglite(options.embeddedPath, options.bare === true)
 }
 
 /** Longest wait between attempts to reconnect to Postgres. */
@@ -137,24 +142,24 @@ function openPostgres(databaseUrl: string, poolMax: number, pool = { application
 }
 
 /**
- * The embedded database. Its initdb runs in a child process (`db/pglite-init.ts`): PGlite keeps
+ * The embedded database. initdb never runs in this process (`db/pglite-init.ts`): PGlite keeps
  * everything initdb allocated for the life of the process, about 1 GB of WebAssembly memory and
- * copies of it, where an initialized data directory opens with about 390 MB. A folder is
- * initialized in place the first time; an in-memory database loads a template data directory, made
- * once per PGlite version and kept in the system's temporary folder, instead of running initdb.
- * docs/architecture.md, "The embedded database's memory".
+ * copies of it, where an initialized data directory opens with about 390 MB. A new folder is
+ * written from the migrated template, an in-memory database loads it (`bare`: the initdb template),
+ * each made once per machine by a child process (`db/pglite-template.ts`). docs/architecture.md,
+ * "The embedded database's memory".
  */
-async function openPglite(path: string): Promise<DatabaseHandle> {
+async function openPglite(path: string, bare: boolean): Promise<DatabaseHandle> {
   let client: PGlite
   let release = () => {}
   if (path === EMBEDDED_IN_MEMORY) {
-    client = await openPgliteFromTemplate()
+    client = bare ? await openPgliteFromTemplate() : await openMigratedInMemory()
   } else {
     mkdirSync(path, { recursive: true })
     release = lockDataFolder(path)
     try {
-      if (!existsSync(join(path, 'PG_VERSION'))) await runPgliteInit('dir', path)
-      client = await PGlite.create(path)
+      if (!existsSync(join(path, 'PG_VERSION'))) await initializeFolder(path)
+      client = await PGlite.create(path, { pgliteWasmModule: await pgliteWasmModule() })
     } catch (error) {
       release()
       throw error
@@ -178,45 +183,72 @@ async function openPglite(path: string): Promise<DatabaseHandle> {
   }
 }
 
-/** Runs `db/pglite-init.ts` in a child process; throws if it fails. */
-async function runPgliteInit(mode: 'dir' | 'template', target: string): Promise<void> {
-  const child = Bun.spawn([process.execPath, join(import.meta.dir, 'pglite-init.ts'), mode, target], { stdout: 'inherit', stderr: 'inherit' })
-  const code = await child.exited
-  if (code !== 0) throw new Error(`initializing the embedded database (${mode} ${target}) failed with exit code ${code}`)
-}
-
-let templatePath: string | undefined
-
-/** The template data directory an in-memory database starts from, named by the PGlite that made it (read once). */
+/** The bare template an in-memory database starts from, named by the PGlite that made it. */
 export function pgliteTemplatePath(): string {
-  if (templatePath === undefined) {
-    const manifest = join(dirname(Bun.resolveSync('@electric-sql/pglite', import.meta.dir)), '..', 'package.json')
-    const version = (JSON.parse(readFileSync(manifest, 'utf8')) as { version: string }).version
-    templatePath = join(tmpdir(), 'kassa-pglite', `datadir-${version}.tar`)
-  }
-  return templatePath
+  return initdbTemplatePath()
+}
+
+/** Makes the bare template at `path` in a child process, if it is not there. */
+function ensureInitdbTemplate(path: string): Promise<void> {
+  return ensureTemplate(path, () => runPgliteInit(['template', path]), 'running initdb in this process, which keeps about 1 GB more memory')
+}
+
+/** Makes the migrated template in a child process, from the bare one, if it is not there. */
+async function ensureMigratedTemplate(path: string): Promise<void> {
+  await ensureTemplate(
+    path,
+    async () => {
+      await ensureInitdbTemplate(pgliteTemplatePath())
+      await runPgliteInit(['migrated', path, pgliteTemplatePath(), migrationsFolder])
+    },
+    'starting from initdb and running every migration',
+  )
 }
 
 /**
- * Templates this process has made sure of, by path: each is looked for, or made, once. A template
- * that could not be made stays failed for the life of the process, so later databases go straight
- * to their own initdb rather than trying again each time.
+ * A new data folder: written from the migrated template (made first if it is not there), or, where
+ * no template can be made, initialized by initdb in a child process as before.
  */
-const pgliteTemplates = new Map<string, Promise<void>>()
-
-function ensurePgliteTemplate(path: string): Promise<void> {
-  let ready = pgliteTemplates.get(path)
-  if (ready === undefined) {
-    ready = existsSync(path) ? Promise.resolve() : runPgliteInit('template', path)
-    // Said once, where it failed; kept as a failure for every later caller.
-    ready.catch((error: unknown) => console.warn(`kassa: no template for the in-memory database at ${path} (${error instanceof Error ? error.message : String(error)}); running initdb in this process, which keeps about 1 GB more memory`))
-    pgliteTemplates.set(path, ready)
+async function initializeFolder(path: string): Promise<void> {
+  const template = migratedTemplatePath(migrationsFolder)
+  try {
+    await ensureMigratedTemplate(template)
+  } catch {
+    await runPgliteInit(['dir', path])
+    return
   }
-  return ready
+  try {
+    extractTemplate(template, path)
+  } catch (error) {
+    // Damaged since it was written: made again by the next process that needs it.
+    console.warn(`kassa: the embedded database's template ${template} does not load (${String(error)}); running initdb instead`)
+    forgetTemplate(template)
+    await runPgliteInit(['dir', path])
+  }
 }
 
 /**
- * An in-memory database loaded from the template at `path`, made first if it is not there. A
+ * An in-memory database with the project's migrations applied, loaded from the migrated template;
+ * where that cannot be made or loaded, the bare one (the caller's migrations then run in full).
+ */
+async function openMigratedInMemory(): Promise<PGlite> {
+  const path = migratedTemplatePath(migrationsFolder)
+  try {
+    await ensureMigratedTemplate(path)
+  } catch {
+    return openPgliteFromTemplate()
+  }
+  try {
+    return await loadTemplate(path)
+  } catch {
+    // Damaged since it was written: made again by the next database that needs it.
+    forgetTemplate(path)
+    return openPgliteFromTemplate()
+  }
+}
+
+/**
+ * An in-memory database loaded from the bare template at `path`, made first if it is not there. A
  * template that does not load (damaged since it was written) is removed and made again, once.
  * Where no template can be made (the temporary folder not writable, another user's), the database
  * runs its own initdb in this process, as PGlite does by itself, and says so once.
@@ -224,8 +256,7 @@ function ensurePgliteTemplate(path: string): Promise<void> {
 export async function openPgliteFromTemplate(path = pgliteTemplatePath()): Promise<PGlite> {
   const first = await loadPgliteTemplate(path)
   if (first.database !== undefined) return first.database
-  rmSync(path, { force: true })
-  pgliteTemplates.delete(path)
+  forgetTemplate(path)
   const second = await loadPgliteTemplate(path)
   if (second.database !== undefined) return second.database
   throw new Error(`the embedded database's template ${path} does not load: ${String(second.error)} (before it was made again: ${String(first.error)})`)
@@ -234,12 +265,12 @@ export async function openPgliteFromTemplate(path = pgliteTemplatePath()): Promi
 /** A database from the template, or its own initdb where no template can be made; the load's error if the template does not load. */
 async function loadPgliteTemplate(path: string): Promise<{ database: PGlite; error?: undefined } | { database?: undefined; error: unknown }> {
   try {
-    await ensurePgliteTemplate(path)
+    await ensureInitdbTemplate(path)
   } catch {
     return { database: await PGlite.create() }
   }
   try {
-    return { database: await PGlite.create({ loadDataDir: Bun.file(path) }) }
+    return { database: await loadTemplate(path) }
   } catch (error) {
     return { error }
   }

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { expectVerified, ledgerFixture, type LedgerFixture } from '../ledger/support.ts'
 import { startTestApp, type TestApp } from '../support/app.ts'
+import { eventually } from '../support/eventually.ts'
 import { txHash } from './support.ts'
 
 /**
@@ -27,11 +28,13 @@ describe('deposit sweep', () => {
     expect(arrival.status).toBe(201)
     expect(arrival.body.state).toBe('confirming')
     const finalAtMs = Date.parse(arrival.body.finalAt)
-    let balance = await fx.balance(account)
-    while (balance.available !== '5.000000' && Date.now() < finalAtMs + 5_000) {
-      await Bun.sleep(20)
-      balance = await fx.balance(account)
-    }
+    // A real wait: this test is about the sweep waking on the wall clock by itself.
+    const balance = await eventually(() => fx.balance(account), {
+      what: 'the arrival credited',
+      accept: (seen) => seen.available === '5.000000',
+      timeoutMs: Math.max(0, finalAtMs + 5_000 - Date.now()),
+      intervalMs: 20,
+    })
     const creditedAt = Date.now()
     expect(balance).toMatchObject({ available: '5.000000', inFlight: '0.000000' })
     // Never before finality; and not left for the 2 s backstop.

@@ -26,7 +26,7 @@ describe(`migration ${TAG}: stored rows take the contract's names`, () => {
   let handle: DatabaseHandle
   let before: string
   beforeAll(async () => {
-    database = await createTestDatabase()
+    database = await createTestDatabase({ bare: true })
     handle = await database.open()
     before = migrationsBefore(TAG)
     await runMigrations(handle, database.databaseUrl, before)

@@ -24,7 +24,7 @@ function migrationsUpTo(lastTag: string): string {
 function databaseBefore(lastTag: string): { database: TestDatabase; handle: DatabaseHandle; before: string } {
   const fixture = {} as { database: TestDatabase; handle: DatabaseHandle; before: string }
   beforeAll(async () => {
-    fixture.database = await createTestDatabase()
+    fixture.database = await createTestDatabase({ bare: true })
     fixture.handle = await fixture.database.open()
     fixture.before = migrationsUpTo(lastTag)
   })

@@ -1,5 +1,6 @@
 import { describe, expect, test } from 'bun:test'
 import { DueSweep, earliestWallMs } from '../../server/platform/due-sweep.ts'
+import { eventually } from '../support/eventually.ts'
 
 /** A sweep over a real timer whose passes are recorded and answer what `next` says. */
 function recorded(options: { backstopMs?: number; minGapMs?: number } = {}) {
@@ -15,11 +16,7 @@ function recorded(options: { backstopMs?: number; minGapMs?: number } = {}) {
 }
 
 async function until(condition: () => boolean, timeoutMs = 2000): Promise<void> {
-  const end = Date.now() + timeoutMs
-  while (!condition()) {
-    if (Date.now() > end) throw new Error('timed out waiting')
-    await Bun.sleep(5)
-  }
+  await eventually(condition, { what: 'the sweep', timeoutMs, intervalMs: 5 })
 }
 
 describe('DueSweep', () => {

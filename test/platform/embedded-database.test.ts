@@ -1,8 +1,10 @@
 import { afterAll, describe, expect, test } from 'bun:test'
-import { existsSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { appendFileSync, cpSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { openPgliteFromTemplate } from '../../db/client.ts'
+import { sql } from 'drizzle-orm'
+import { EMBEDDED_IN_MEMORY, migrationsFolder, openDatabase, openPgliteFromTemplate, queryRows } from '../../db/client.ts'
+import { migrationsHash } from '../../db/pglite-template.ts'
 
 const scratch = mkdtempSync(join(tmpdir(), 'kassa-embedded-'))
 afterAll(() => rmSync(scratch, { recursive: true, force: true }))
@@ -41,8 +43,14 @@ async function openInChild(path: string, write: string | undefined): Promise<{ e
   return JSON.parse(out.trim().split('\n').at(-1)!) as { extraMemoryMb: number; rows: string[] }
 }
 
+/** The first migration the journal in `folder` names, as its file name. */
+function firstMigrationFile(folder: string): string {
+  const journal = JSON.parse(readFileSync(join(folder, 'meta', '_journal.json'), 'utf8')) as { entries: Array<{ tag: string }> }
+  return `${journal.entries[0]!.tag}.sql`
+}
+
 describe('the embedded database', () => {
-  test('a new folder is initialized by a child process: the server holds none of initdb, and the data stays across opens', async () => {
+  test('a new folder starts from the migrated template (initdb never runs in the server), and the data stays across opens', async () => {
     const folder = join(scratch, 'data')
     const first = await openInChild(folder, 'first')
     expect(existsSync(join(folder, 'PG_VERSION'))).toBe(true)
@@ -60,6 +68,26 @@ describe('the embedded database', () => {
     expect(opened.extraMemoryMb).toBeLessThan(600)
     const again = await openInChild('memory://', undefined)
     expect(again.rows).toEqual([])
+  }, 60_000)
+
+  test('a new database starts with every migration applied, from a template named by the migrations; a bare one has none', async () => {
+    const journal = JSON.parse(readFileSync(join(migrationsFolder, 'meta', '_journal.json'), 'utf8')) as { entries: unknown[] }
+    const migrated = await openDatabase({ databaseUrl: undefined, embeddedPath: EMBEDDED_IN_MEMORY, poolMax: 1 })
+    const applied = await queryRows<{ count: number }>(migrated.db, sql`select count(*)::int as count from drizzle.__drizzle_migrations`)
+    await migrated.close()
+    expect(applied).toEqual([{ count: journal.entries.length }])
+
+    const bare = await openDatabase({ databaseUrl: undefined, embeddedPath: EMBEDDED_IN_MEMORY, poolMax: 1, bare: true })
+    const tables = await queryRows<{ name: string }>(bare.db, sql`select table_name as name from information_schema.tables where table_schema in ('public', 'drizzle')`)
+    await bare.close()
+    expect(tables).toEqual([])
+
+    // A migration changed after its template was made names another template.
+    const changed = join(scratch, 'migrations')
+    cpSync(migrationsFolder, changed, { recursive: true })
+    expect(migrationsHash(changed)).toBe(migrationsHash(migrationsFolder))
+    appendFileSync(join(changed, firstMigrationFile(changed)), '\n-- changed\n')
+    expect(migrationsHash(changed)).not.toBe(migrationsHash(migrationsFolder))
   }, 60_000)
 
   test('a missing template is made; a damaged one is made again', async () => {
@@ -98,6 +126,6 @@ describe('the embedded database', () => {
     // One attempt to make the template (its child's error, once) and one warning: the second
     // database went straight to its own initdb.
     expect(err.match(/code: "(EEXIST|ENOTDIR)"/g)?.length).toBe(1)
-    expect(err.match(/no template for the in-memory database/g)?.length).toBe(1)
+    expect(err.match(/no template for the embedded database/g)?.length).toBe(1)
   }, 60_000)
 })

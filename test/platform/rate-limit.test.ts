@@ -6,6 +6,7 @@ import { FailOpenRateLimiter, MemoryRateLimiter, PostgresRateLimiter, RATE_WINDO
 import { refreshCachedOrg } from '../../server/modules/orgs/repo.ts'
 import { ErrorBody } from '../../server/platform/errors.ts'
 import { startTestApp, type TestApp, type TestOrg, type TestResponse } from '../support/app.ts'
+import { eventually } from '../support/eventually.ts'
 
 /**
  * The app runs on a wall clock the test moves by hand, so a 60-second window never ends in the
@@ -342,8 +343,7 @@ describe('the shared counter', () => {
       }
       // Two positions: the first request's hit, which went on waiting after its request failed open,
       // and the probe's. (Both requests were counted in memory too: the shared count errs on refusing.)
-      for (let attempt = 0; attempt < 200 && store.failingOpen; attempt++) await Bun.sleep(20)
-      expect(store.failingOpen).toBe(false)
+      await eventually(() => !store.failingOpen, { what: 'the store to stop failing open', timeoutMs: 4_000, intervalMs: 20 })
       const probed = await countOf()
       expect(probed).toBe(2)
       expect((await store.hit(bucket, 100, nowMs, { waitMs: 10_000 })).allowed).toBe(true)

@@ -6,6 +6,7 @@ import postgres from 'postgres'
 import { withDatabaseName } from '../../db/client.ts'
 import { SERVING_LOCK_KEYS } from '../../db/serving-lock.ts'
 import { createTestDatabase, onPostgres, serverUrl, type TestDatabase } from '../support/db.ts'
+import { eventually } from '../support/eventually.ts'
 import { spawnServerProcess, startServerProcess, type ServerProcess } from '../support/server-process.ts'
 
 const scratch = mkdtempSync(join(tmpdir(), 'kassa-start-refusals-'))
@@ -39,13 +40,7 @@ function closedPort(): number {
 
 /** Polls `check` until it answers a value (a real wait: the server reconnects on its own timer). */
 async function until<T>(check: () => Promise<T | undefined>, timeoutMs: number): Promise<T> {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    const value = await check()
-    if (value !== undefined) return value
-    if (Date.now() > deadline) throw new Error(`not within ${timeoutMs} ms`)
-    await Bun.sleep(100)
-  }
+  return (await eventually(check, { what: 'the server to answer', timeoutMs, intervalMs: 100, accept: (value) => value !== undefined })) as T
 }
 
 /** One line, naming the problem; no stack trace, no driver source excerpt. */

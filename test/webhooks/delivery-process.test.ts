@@ -5,6 +5,7 @@ import { join } from 'node:path'
 import { DELIVERY_PROCESS_NICE_DEFAULT as DELIVERY_PROCESS_NICE } from '../../server/config.ts'
 import { verifyWebhook } from '../../server/modules/webhooks/verify.ts'
 import { createTestDatabase, onPostgres, type TestDatabase } from '../support/db.ts'
+import { eventually } from '../support/eventually.ts'
 import { jsonClient, startServerProcess, type ServerProcess } from '../support/server-process.ts'
 import { makeCertificate, startReceiver, type Certificate, type Receiver } from './receivers.ts'
 
@@ -39,11 +40,7 @@ function alive(pid: number): boolean {
 }
 
 async function until(condition: () => boolean, what: string, timeoutMs = 15_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`waited ${timeoutMs} ms for ${what}`)
-    await Bun.sleep(25)
-  }
+  await eventually(condition, { what, timeoutMs, intervalMs: 25 })
 }
 
 /** The delivery processes the server said it runs, newest last (the worker's own start line). */

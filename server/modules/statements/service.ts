@@ -7,7 +7,6 @@ import { addDays, businessDateOf, canonicalTimeZone, isTimeZone, parseDate, type
 import type { SignedStatement } from './document.ts'
 import type { StatementView } from './model.ts'
 import { statementCsv } from './render-csv.ts'
-import { statementPdf } from './render-pdf.ts'
 import * as repo from './repo.ts'
 
 export interface StatementsServiceDeps {
@@ -61,7 +60,12 @@ export class StatementsService {
     const statement = (await this.get(orgId, id)) as SignedStatement
     const filename = `statement-${statement.accountId}-${statement.asset}-${statement.businessDate}`
     if (format === 'csv') return { body: statementCsv(statement), contentType: 'text/csv; charset=utf-8', filename: `${filename}.csv` }
-    if (format === 'pdf') return { body: await statementPdf(statement), contentType: 'application/pdf', filename: `${filename}.pdf` }
+    if (format === 'pdf') {
+      // Loaded on the first PDF asked for: pdf-lib and its fonts are a sixth of what the server
+      // imports before it can answer at all.
+      const { statementPdf } = await import('./render-pdf.ts')
+      return { body: await statementPdf(statement), contentType: 'application/pdf', filename: `${filename}.pdf` }
+    }
     return { body: JSON.stringify(statement), contentType: 'application/json;charset=utf-8', filename: `${filename}.json` }
   }
 
