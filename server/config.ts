@@ -305,6 +305,14 @@ export function loadConfig(env: Environment = process.env): Config {
     throw new ConfigError('OPERATOR_TOKEN must be printable ASCII without spaces (it is sent as a Bearer token)')
   }
   const port = readInteger(env, 'PORT', 3000, 0, 65535)
+  const cluster = readCluster(env, databaseUrl)
+  // An earning cycle settles all its organizations in one bundle, which only a server owning every
+  // one of them may commit: in cluster mode earning is off until cycles settle per owner
+  // (docs/scale-out.md), and asking for it is refused rather than left to fail at settlement.
+  const vaultVenue = readChoice(env, 'VAULT_VENUE', ['sandbox', 'off'] as const, serviceEnv === 'sandbox' && cluster === undefined ? 'sandbox' : 'off')
+  if (cluster !== undefined && vaultVenue !== 'off') {
+    throw new ConfigError('VAULT_VENUE=sandbox cannot run with KASSA_CLUSTER=1: earning cycles are not yet settled across a cluster (leave VAULT_VENUE unset or off)')
+  }
   const config: Config = {
     port,
     host: env.HOST && env.HOST !== '' ? env.HOST : '0.0.0.0',
@@ -337,10 +345,10 @@ export function loadConfig(env: Environment = process.env): Config {
     sbtPort: readInteger(env, 'SBT_PORT', port === 0 ? 0 : port === 65535 ? 65534 : port + 1, 0, 65535),
     sbtReferralBaseUrl: readHttpUrl(env, 'SBT_REFERRAL_BASE_URL', 'http://localhost:3001'),
     sbtVerifyTimeoutMs: readInteger(env, 'SBT_VERIFY_TIMEOUT_MS', 5000, 100, 60_000),
-    vaultVenue: readChoice(env, 'VAULT_VENUE', ['sandbox', 'off'] as const, serviceEnv === 'sandbox' ? 'sandbox' : 'off'),
+    vaultVenue,
     earningWorkerIntervalMs: readInteger(env, 'EARNING_WORKER_INTERVAL_MS', 60_000, 0, 86_400_000),
     crashPoint: env.KASSA_TEST_CRASH_POINT === undefined || env.KASSA_TEST_CRASH_POINT === '' ? undefined : env.KASSA_TEST_CRASH_POINT,
-    cluster: readCluster(env, databaseUrl),
+    cluster,
   }
   if (config.testExitAfterCommit > 0 && serviceEnv !== 'sandbox') {
     throw new ConfigError('KASSA_TEST_EXIT_AFTER_COMMIT is a test switch: it is honoured only with SERVICE_ENV=sandbox')

@@ -126,6 +126,13 @@ describe('loadConfig', () => {
     expect(configError({ KASSA_CLUSTER: 'maybe' }).message).toContain('KASSA_CLUSTER')
   })
 
+  test('cluster mode turns earning off by default and refuses the sandbox venue asked for by name', () => {
+    const cluster = { KASSA_CLUSTER: '1', DATABASE_URL, KASSA_CLUSTER_SECRET: 'cluster-secret-0123456789abcdef0123456789' }
+    expect(loadConfig(cluster).vaultVenue).toBe('off')
+    expect(configError({ ...cluster, VAULT_VENUE: 'sandbox' }).message).toContain('VAULT_VENUE')
+    expect(loadConfig({ VAULT_VENUE: 'sandbox' }).vaultVenue).toBe('sandbox')
+  })
+
   test('quotes the bad value in the message', () => {
     expect(configError({ PORT: 'eighty' }).message).toContain('"eighty"')
     expect(configError({ SERVICE_ENV: 'staging' }).message).toContain('sandbox, production')
