@@ -66,7 +66,7 @@ async function publicTables(databaseUrl: string): Promise<number> {
 }
 
 async function newDatabase(): Promise<TestDatabase> {
-  const database = await createTestDatabase()
+  const database = await createTestDatabase({ bare: true })
   databases.push(database)
   return database
 }
