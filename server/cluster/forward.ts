@@ -32,6 +32,12 @@ export interface GateDependencies {
   /** The key cache, once the server has one (requests before that are refused 503). */
   keys(): KeyCache | undefined
   wallNowMs(): number
+  /**
+   * The organization an operator write acts on, when it changes what an owner holds in memory (a
+   * withdrawal approved or rejected, a suspense arrival credited to an account, an account frozen,
+   * anything under `/ops/v1/orgs/{orgId}/`), or undefined: answered here (see `operatorWriteOrg`).
+   */
+  operatorOrgOf(request: Request, path: string): Promise<string | undefined> | string | undefined
 }
 
 /** Whether `presented` is the cluster's secret, compared in constant time. */
@@ -48,7 +54,9 @@ export function secretMatches(presented: string | null, secret: string): boolean
  * `Retry-After` while nobody serves it (an owner that died and whose lease has not lapsed, a
  * partition being handed over); never decided here on memory that is not the owner's. A request
  * that arrives forwarded (it carries the secret) is answered here or refused, never forwarded on.
- * Everything else (operators, public reads, keys that do not authenticate) is answered here:
+ * Operator writes that act on one organization's money or accounts go to its owner the same way
+ * (their operator token goes with them and is checked there). Everything else (operator reads and
+ * organization-free writes, public reads, keys that do not authenticate) is answered here:
  * undefined means "go on to the app".
  */
 export type Gate = (request: Request) => Response | Promise<Response | undefined> | undefined
@@ -63,6 +71,12 @@ export function clusterGate(deps: GateDependencies): Gate {
     }
     return partition
   }
+  const routeOperatorWrite = async (request: Request, path: string): Promise<Response | undefined> => {
+    const orgId = await deps.operatorOrgOf(request, path)
+    if (orgId === undefined) return undefined
+    const secretHeader = request.headers.get(SECRET_HEADER)
+    return route(request, orgId, secretHeader !== null && secretMatches(secretHeader, deps.secret))
+  }
   const route = (request: Request, orgId: string, forwarded: boolean): Response | Promise<Response> | undefined => {
     const partition = partitionOfOrg(orgId)
     if (deps.leases.serves(partition)) return undefined
@@ -75,6 +89,7 @@ export function clusterGate(deps: GateDependencies): Gate {
   }
   return (request) => {
     const path = pathnameOf(request.url)
+    if (path.startsWith('/ops/v1/') && request.method !== 'GET' && request.method !== 'HEAD') return routeOperatorWrite(request, path)
     if (!path.startsWith('/v1/')) return undefined
     const secretHeader = request.headers.get(SECRET_HEADER)
     const forwarded = secretHeader !== null && secretMatches(secretHeader, deps.secret)
@@ -129,4 +144,26 @@ async function forward(request: Request, address: string, deps: GateDependencies
   const relayed = new Headers(upstream.headers)
   for (const name of NOT_RELAYED) relayed.delete(name)
   return new Response(await upstream.arrayBuffer(), { status: upstream.status, statusText: upstream.statusText, headers: relayed })
+}
+
+/** What an operator write names that leads to its organization (see `GateDependencies.operatorOrgOf`). */
+export type OperatorWriteTarget = { orgId: string } | { withdrawalId: string } | { accountId: string } | { suspenseAssign: true } | undefined
+
+/**
+ * Which operator writes an owner must answer, read from the path alone: everything under
+ * `/ops/v1/orgs/{orgId}/`, a withdrawal's approval or rejection, an account's freeze or unfreeze,
+ * and a suspense arrival's assignment to an account (named in its body). The rest (organizations
+ * created, vaults and cycles, which are platform-wide, a suspense arrival sent back on chain) has
+ * no owner among the organizations and is answered where it arrives.
+ */
+export function operatorWriteTarget(path: string): OperatorWriteTarget {
+  const parts = path.split('/')
+  // ['', 'ops', 'v1', resource, id, action?]
+  const [, , , resource, id, action] = parts
+  if (id === undefined || id === '') return undefined
+  if (resource === 'orgs' && parts.length > 5) return { orgId: id }
+  if (resource === 'withdrawals' && (action === 'approve' || action === 'reject')) return { withdrawalId: id }
+  if (resource === 'accounts' && (action === 'freeze' || action === 'unfreeze')) return { accountId: id }
+  if (resource === 'suspense' && action === 'assign') return { suspenseAssign: true }
+  return undefined
 }

@@ -1,7 +1,8 @@
 import { hostname } from 'node:os'
 import postgres from 'postgres'
 import { socketOf, type Database } from '../../db/client.ts'
-import { organizations } from '../../db/schema/index.ts'
+import { eq } from 'drizzle-orm'
+import { accounts, organizations, withdrawals } from '../../db/schema/index.ts'
 import type { ClusterConfig } from '../config.ts'
 import { ApiError } from '../lib/errors.ts'
 import { newId } from '../lib/ids.ts'
@@ -10,7 +11,7 @@ import { errorResponse } from '../platform/errors.ts'
 import type { KeyCache } from '../platform/key-cache.ts'
 import type { CommitFence } from '../ledger/fence.ts'
 import { clusterFence } from './fence.ts'
-import { clusterGate, secretMatches, SECRET_HEADER, type Gate } from './forward.ts'
+import { clusterGate, operatorWriteTarget, secretMatches, SECRET_HEADER, type Gate } from './forward.ts'
 import { Leases } from './leases.ts'
 import { partitionOf } from './partitions.ts'
 
@@ -101,6 +102,20 @@ export async function openCluster(config: ClusterConfig, databaseUrl: string): P
     secret: config.secret,
     keys: () => serving?.keys,
     wallNowMs: () => serving?.wallNowMs() ?? Date.now(),
+    async operatorOrgOf(request, path) {
+      const target = operatorWriteTarget(path)
+      if (target === undefined || serving === undefined) return undefined
+      if ('orgId' in target) return target.orgId
+      const accountOrg = async (accountId: string) =>
+        (await serving!.db.select({ orgId: accounts.orgId }).from(accounts).where(eq(accounts.id, accountId)).limit(1))[0]?.orgId
+      if ('withdrawalId' in target) {
+        return (await serving.db.select({ orgId: withdrawals.orgId }).from(withdrawals).where(eq(withdrawals.id, target.withdrawalId)).limit(1))[0]?.orgId
+      }
+      if ('accountId' in target) return accountOrg(target.accountId)
+      // A suspense arrival is credited to the account its body names: read from a copy, the app reads the body itself.
+      const body = (await request.clone().json().catch(() => undefined)) as { accountId?: unknown } | undefined
+      return typeof body?.accountId === 'string' ? accountOrg(body.accountId) : undefined
+    },
   })
   const admit = (orgId: string) => {
     if (leases.serves(partitionOf(orgId, partitionCount))) return

@@ -113,6 +113,25 @@ test.skipIf(!onPostgres)('a partner request through a server that does not own t
   expect(refused.body.error.code).toBe('authentication_error')
 }, 60_000)
 
+test.skipIf(!onPostgres)('an operator freezing an account through a server that does not own its organization is forwarded to the owner, whose memory then refuses the account as a sender', async () => {
+  const owner = await table!.ownerOf(orgId)
+  const other = members.find((member) => member.id !== owner.holder)!
+  const owning = members.find((member) => member.id === owner.holder)!
+  const payer = await account(owning.server.baseUrl, 'frozen-by-operator')
+  const payee = await account(owning.server.baseUrl, 'frozen-payee')
+  expect((await call(owning.server.baseUrl, key, 'POST', `/v1/sandbox/accounts/${payer}/fund`, { asset: 'USDC', amount: '10' })).status).toBe(201)
+  const frozen = await call(other.server.baseUrl, OPERATOR_TOKEN, 'POST', `/ops/v1/accounts/${payer}/freeze`)
+  expect(frozen.status).toBe(200)
+  // The owner decided it: its memory knows, so a transfer from the account is refused wherever it arrives.
+  for (const baseUrl of urls()) {
+    const refused = await call(baseUrl, key, 'POST', '/v1/transfers', { sourceAccountId: payer, destinationAccountId: payee, asset: 'USDC', amount: '1' })
+    expect(refused.body.error?.code).toBe('account_frozen')
+  }
+  expect((await call(other.server.baseUrl, OPERATOR_TOKEN, 'POST', `/ops/v1/accounts/${payer}/unfreeze`)).status).toBe(200)
+  expect((await call(other.server.baseUrl, key, 'POST', '/v1/transfers', { sourceAccountId: payer, destinationAccountId: payee, asset: 'USDC', amount: '1' })).status).toBe(201)
+  await verified()
+}, 60_000)
+
 test.skipIf(!onPostgres)('a server without cluster mode is refused on a database the cluster serves, naming a member', async () => {
   const child = spawnServerProcess({ DATABASE_URL: database!.databaseUrl!, OPERATOR_TOKEN, WEBHOOK_DELIVERY_PROCESS: 'false' })
   // One that starts after all is stopped, so the test fails rather than waits.
