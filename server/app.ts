@@ -60,8 +60,9 @@ export async function buildApp(runtime: Runtime) {
     requireActiveEntry: allowlist.requireActiveEntry,
     approvalThresholdMinor: orgs.approvalThresholdMinor,
     access,
+    ownedOrganizations: runtime.cluster?.ownedOrganizations,
   })
-  const deposits = createDepositsModule({ db, ledger, clock, addresses: runtime.addresses, access, idempotency })
+  const deposits = createDepositsModule({ db, ledger, clock, addresses: runtime.addresses, access, idempotency, ownedOrganizations: runtime.cluster?.ownedOrganizations })
   const chain = createChainModule({ chain: runtime.chain, clock, access, arrivals: deposits.arrivals })
   const operator = createOperatorModule({ db, clock, screening, operatorToken: runtime.operatorToken, idempotency, withdrawals: withdrawals.operatorActions })
   // Operator writes outside the operator module (vaults, cycles) keep their keys in the same space.

@@ -126,7 +126,7 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
     ledger,
     addresses,
     // The simulator is a sandbox tool: production never pretends to broadcast.
-    chain: config.serviceEnv === 'sandbox' ? new SandboxChain(db, clock, addresses) : new UnconfiguredChain(addresses),
+    chain: config.serviceEnv === 'sandbox' ? new SandboxChain(db, clock, addresses, cluster?.ownedOrganizations) : new UnconfiguredChain(addresses),
     screening: new Screening([new BlocklistRule(config.screeningBlocklist), ...(options.screeningRules ?? [])]),
     cluster,
     // Operations already reserved in memory are written before the database closes.

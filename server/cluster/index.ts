@@ -1,7 +1,7 @@
 import { hostname } from 'node:os'
 import postgres from 'postgres'
 import { socketOf, type Database } from '../../db/client.ts'
-import { eq } from 'drizzle-orm'
+import { eq, sql as sqlText } from 'drizzle-orm'
 import { accounts, organizations, withdrawals } from '../../db/schema/index.ts'
 import type { ClusterConfig } from '../config.ts'
 import { ApiError } from '../lib/errors.ts'
@@ -10,6 +10,7 @@ import type { Ledger } from '../ledger/ledger.ts'
 import { errorResponse } from '../platform/errors.ts'
 import type { KeyCache } from '../platform/key-cache.ts'
 import type { CommitFence } from '../ledger/fence.ts'
+import type { OwnedOrganizations } from '../platform/ownership.ts'
 import { clusterFence } from './fence.ts'
 import { clusterGate, operatorWriteTarget, secretMatches, SECRET_HEADER, type Gate } from './forward.ts'
 import { Leases } from './leases.ts'
@@ -45,6 +46,8 @@ export interface ClusterNode {
   readonly fence: CommitFence
   /** In front of the app: a Response (forwarded, or refused) or undefined (answered here). */
   readonly gate: Gate
+  /** The organizations of the partitions served now, as a condition for the background passes' queries (migration 0052's `kassa_partition`). */
+  readonly ownedOrganizations: OwnedOrganizations
   readonly leases: Leases
   /** Opens the internal listener and begins the heartbeat: partitions are taken and served from here on. */
   start(serving: ClusterServing, host: string): Promise<{ address: string }>
@@ -127,6 +130,16 @@ export async function openCluster(config: ClusterConfig, databaseUrl: string): P
     admit,
     fence: clusterFence(instanceId, partitionCount, (partition) => leases.epochOf(partition)),
     gate,
+    ownedOrganizations(column) {
+      // Work of no organization (an arrival at no deposit address, on its way to suspense) stays
+      // every server's, as it was before cluster mode: its changes are conditional updates.
+      const served = leases.summary().serving
+      if (served.length === 0) return sqlText`${column} is null`
+      return sqlText`(${column} is null or kassa_partition(${column}, ${partitionCount}) in (${sqlText.join(
+        served.map((partition) => sqlText`${partition}`),
+        sqlText`, `,
+      )}))`
+    },
     leases,
     async start(given, host) {
       serving = given

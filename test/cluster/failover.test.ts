@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { createTestDatabase, onPostgres, type TestDatabase } from '../support/db.ts'
 import { eventually } from '../support/eventually.ts'
-import { available, call, clusterTable, LEASE_TTL_MS, OPERATOR_TOKEN, startMember, waitForSpread, waitServed, type Member } from './support.ts'
+import { available, call, callUntilServed, clusterTable, LEASE_TTL_MS, OPERATOR_TOKEN, startMember, waitForSpread, waitServed, type Member } from './support.ts'
 
 // Failover with three real servers on one fresh Postgres database: the owner of an organization
 // killed with `kill -9` mid-stream, and an owner stopped (SIGSTOP) until its lease is taken.
@@ -23,14 +23,14 @@ beforeAll(async () => {
   table = clusterTable(database.databaseUrl!)
   await waitForSpread(table, ['a', 'b', 'c'])
   const first = members[0]!.server.baseUrl
-  const org = (await call(first, OPERATOR_TOKEN, 'POST', '/ops/v1/orgs', { name: 'Failover' })).body
+  const org = (await callUntilServed(first, OPERATOR_TOKEN, 'POST', '/ops/v1/orgs', { name: 'Failover' })).body
   orgId = org.id
   key = org.keys.find((entry: { type: string }) => entry.type === 'test').key
-  expect((await call(first, OPERATOR_TOKEN, 'PATCH', `/ops/v1/orgs/${orgId}/limits`, { rateLimitPerMinute: 10_000_000 })).status).toBe(200)
-  payer = (await call(first, key, 'POST', '/v1/accounts', { externalId: 'payer' })).body.id
-  payee = (await call(first, key, 'POST', '/v1/accounts', { externalId: 'payee' })).body.id
+  expect((await callUntilServed(first, OPERATOR_TOKEN, 'PATCH', `/ops/v1/orgs/${orgId}/limits`, { rateLimitPerMinute: 10_000_000 })).status).toBe(200)
+  payer = (await callUntilServed(first, key, 'POST', '/v1/accounts', { externalId: 'payer' })).body.id
+  payee = (await callUntilServed(first, key, 'POST', '/v1/accounts', { externalId: 'payee' })).body.id
   await waitServed(members.map((member) => member.server.baseUrl), key, payer)
-  expect((await call(first, key, 'POST', `/v1/sandbox/accounts/${payer}/fund`, { asset: 'USDC', amount: '1000000' })).status).toBe(201)
+  expect((await callUntilServed(first, key, 'POST', `/v1/sandbox/accounts/${payer}/fund`, { asset: 'USDC', amount: '1000000' })).status).toBe(201)
 }, 120_000)
 
 afterAll(async () => {

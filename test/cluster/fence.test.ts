@@ -2,7 +2,7 @@ import { afterAll, expect, test } from 'bun:test'
 import { createTestDatabase, onPostgres, serverUrl, type TestDatabase } from '../support/db.ts'
 import { eventually } from '../support/eventually.ts'
 import { TcpProxy } from '../support/tcp-proxy.ts'
-import { available, call, clusterTable, OPERATOR_TOKEN, startMember, waitServed, type Member } from './support.ts'
+import { available, call, callUntilServed, clusterTable, OPERATOR_TOKEN, startMember, waitServed, type Member } from './support.ts'
 
 // The commit fence between two real servers: the owner's connections to Postgres are black-holed
 // (a TCP proxy stalls them) while its batches are on their way, until its leases lapse and a
@@ -30,12 +30,12 @@ test.skipIf(!onPostgres)('batches of an owner cut off from Postgres until anothe
   members.push(cutOff)
   table = clusterTable(database.databaseUrl!)
   const base = cutOff.server.baseUrl
-  const org = (await call(base, OPERATOR_TOKEN, 'POST', '/ops/v1/orgs', { name: 'Fence' })).body
+  const org = (await callUntilServed(base, OPERATOR_TOKEN, 'POST', '/ops/v1/orgs', { name: 'Fence' })).body
   const key = org.keys.find((entry: { type: string }) => entry.type === 'test').key as string
-  const payer = (await call(base, key, 'POST', '/v1/accounts', { externalId: 'payer' })).body.id as string
-  const payee = (await call(base, key, 'POST', '/v1/accounts', { externalId: 'payee' })).body.id as string
+  const payer = (await callUntilServed(base, key, 'POST', '/v1/accounts', { externalId: 'payer' })).body.id as string
+  const payee = (await callUntilServed(base, key, 'POST', '/v1/accounts', { externalId: 'payee' })).body.id as string
   await waitServed([base], key, payer)
-  expect((await call(base, key, 'POST', `/v1/sandbox/accounts/${payer}/fund`, { asset: 'USDC', amount: '100' })).status).toBe(201)
+  expect((await callUntilServed(base, key, 'POST', `/v1/sandbox/accounts/${payer}/fund`, { asset: 'USDC', amount: '100' })).status).toBe(201)
   const epochBefore = (await table.ownerOf(org.id)).epoch
 
   // Cut off: what it sends now waits in the proxy, decided and reserved in its memory.

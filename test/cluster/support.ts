@@ -102,6 +102,21 @@ export async function waitServed(baseUrls: readonly string[], key: string, accou
   }
 }
 
+/**
+ * A setup call as a client of a cluster makes it: while the organization's owner is changing (the
+ * servers still spreading their partitions) the answer is 503 `partner_unavailable`, "nothing was
+ * done; retry", so it is sent again, with one Idempotency-Key for all its tries.
+ */
+export async function callUntilServed(baseUrl: string, token: string, method: string, path: string, body?: unknown): Promise<Answer> {
+  const headers: Record<string, string> = method === 'GET' ? {} : { 'idempotency-key': `setup-${Math.random().toString(36).slice(2)}` }
+  return eventually(() => call(baseUrl, token, method, path, body, headers), {
+    what: `${method} ${path} answered by the organization's owner`,
+    timeoutMs: 30_000,
+    intervalMs: 50,
+    accept: (answer) => answer.status !== 0 && answer.status !== 503,
+  })
+}
+
 /** The account's available balance of an asset as one server answers it. */
 export async function available(baseUrl: string, key: string, accountId: string, asset = 'USDC'): Promise<string> {
   const answer = await call(baseUrl, key, 'GET', `/v1/accounts/${accountId}/balances`)

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { createTestDatabase, onPostgres, type TestDatabase } from '../support/db.ts'
 import { spawnServerProcess } from '../support/server-process.ts'
-import { available, call, clusterTable, OPERATOR_TOKEN, startMember, waitForSpread, waitServed, type Member } from './support.ts'
+import { available, call, callUntilServed, clusterTable, OPERATOR_TOKEN, startMember, waitForSpread, waitServed, type Member } from './support.ts'
 
 // Three real servers in cluster mode on one fresh Postgres database (the embedded database has no
 // cluster mode: its tests are skipped there).
@@ -19,10 +19,10 @@ beforeAll(async () => {
   members = await Promise.all(['a', 'b', 'c'].map((id) => startMember(database!.databaseUrl!, id)))
   table = clusterTable(database.databaseUrl!)
   await waitForSpread(table, ['a', 'b', 'c'])
-  const org = (await call(urls()[0]!, OPERATOR_TOKEN, 'POST', '/ops/v1/orgs', { name: 'Three Servers' })).body
+  const org = (await callUntilServed(urls()[0]!, OPERATOR_TOKEN, 'POST', '/ops/v1/orgs', { name: 'Three Servers' })).body
   orgId = org.id
   key = org.keys.find((entry: { type: string }) => entry.type === 'test').key
-  expect((await call(urls()[0]!, OPERATOR_TOKEN, 'PATCH', `/ops/v1/orgs/${orgId}/limits`, { rateLimitPerMinute: 1_000_000 })).status).toBe(200)
+  expect((await callUntilServed(urls()[0]!, OPERATOR_TOKEN, 'PATCH', `/ops/v1/orgs/${orgId}/limits`, { rateLimitPerMinute: 1_000_000 })).status).toBe(200)
 }, 120_000)
 
 afterAll(async () => {
@@ -32,7 +32,7 @@ afterAll(async () => {
 }, 60_000)
 
 async function account(baseUrl: string, externalId: string): Promise<string> {
-  const created = await call(baseUrl, key, 'POST', '/v1/accounts', { externalId })
+  const created = await callUntilServed(baseUrl, key, 'POST', '/v1/accounts', { externalId })
   expect(created.status).toBe(201)
   return created.body.id
 }
@@ -51,7 +51,7 @@ test.skipIf(!onPostgres)('the observation replayed: funded 100 through A, B repo
   const payer = await account(a, 'payer')
   const payee = await account(a, 'payee')
   await waitServed([a, b, c], key, payer)
-  expect((await call(a, key, 'POST', `/v1/sandbox/accounts/${payer}/fund`, { asset: 'USDC', amount: '100' })).status).toBe(201)
+  expect((await callUntilServed(a, key, 'POST', `/v1/sandbox/accounts/${payer}/fund`, { asset: 'USDC', amount: '100' })).status).toBe(201)
   expect(await available(b, key, payer)).toBe('100.000000')
   const transfer = await call(b, key, 'POST', '/v1/transfers', { sourceAccountId: payer, destinationAccountId: payee, asset: 'USDC', amount: '60' })
   expect(transfer.status).toBe(201)
@@ -68,7 +68,7 @@ test.skipIf(!onPostgres)('read-your-writes through any server: created through o
   const servers = urls()
   for (let index = 0; index < 3; index++) {
     const created = await account(servers[index]!, `ryw-${index}`)
-    expect((await call(servers[(index + 1) % 3]!, key, 'POST', `/v1/sandbox/accounts/${created}/fund`, { asset: 'USDC', amount: `${index + 1}` })).status).toBe(201)
+    expect((await callUntilServed(servers[(index + 1) % 3]!, key, 'POST', `/v1/sandbox/accounts/${created}/fund`, { asset: 'USDC', amount: `${index + 1}` })).status).toBe(201)
     expect(await available(servers[(index + 2) % 3]!, key, created)).toBe(`${index + 1}.000000`)
     expect(await available(servers[index]!, key, created)).toBe(`${index + 1}.000000`)
   }
@@ -78,7 +78,7 @@ test.skipIf(!onPostgres)('concurrent transfers from one account through all thre
   const servers = urls()
   const source = await account(servers[0]!, 'race-source')
   const sink = await account(servers[1]!, 'race-sink')
-  expect((await call(servers[2]!, key, 'POST', `/v1/sandbox/accounts/${source}/fund`, { asset: 'USDC', amount: '10' })).status).toBe(201)
+  expect((await callUntilServed(servers[2]!, key, 'POST', `/v1/sandbox/accounts/${source}/fund`, { asset: 'USDC', amount: '10' })).status).toBe(201)
   const attempts = 45
   const answers = await Promise.all(
     Array.from({ length: attempts }, (_, index) =>
@@ -119,7 +119,7 @@ test.skipIf(!onPostgres)('an operator freezing an account through a server that 
   const owning = members.find((member) => member.id === owner.holder)!
   const payer = await account(owning.server.baseUrl, 'frozen-by-operator')
   const payee = await account(owning.server.baseUrl, 'frozen-payee')
-  expect((await call(owning.server.baseUrl, key, 'POST', `/v1/sandbox/accounts/${payer}/fund`, { asset: 'USDC', amount: '10' })).status).toBe(201)
+  expect((await callUntilServed(owning.server.baseUrl, key, 'POST', `/v1/sandbox/accounts/${payer}/fund`, { asset: 'USDC', amount: '10' })).status).toBe(201)
   const frozen = await call(other.server.baseUrl, OPERATOR_TOKEN, 'POST', `/ops/v1/accounts/${payer}/freeze`)
   expect(frozen.status).toBe(200)
   // The owner decided it: its memory knows, so a transfer from the account is refused wherever it arrives.

@@ -1,3 +1,4 @@
+import { EVERY_ORGANIZATION, type OwnedOrganizations } from '../../platform/ownership.ts'
 import { and, eq, isNull, min, ne } from 'drizzle-orm'
 import { sha256 } from '@noble/hashes/sha2.js'
 import { bytesToHex, utf8ToBytes } from '@noble/hashes/utils.js'
@@ -79,6 +80,8 @@ export class SandboxChain implements ChainAdapter {
     private readonly db: Database,
     private readonly clock: Clock,
     private readonly deriver: AddressDeriver,
+    /** The organizations whose outcomes this server delivers (in cluster mode, those it owns: their withdrawals close on the owner). */
+    private readonly ownedOrganizations: OwnedOrganizations = EVERY_ORGANIZATION,
   ) {}
 
   buildUnsignedTransaction(transfer: OutgoingTransfer): UnsignedTransaction {
@@ -199,7 +202,7 @@ export class SandboxChain implements ChainAdapter {
     const rows = await this.db
       .select()
       .from(chainWithdrawals)
-      .where(orgId === undefined ? settled : and(settled, eq(chainWithdrawals.orgId, orgId)))
+      .where(and(settled, orgId === undefined ? undefined : eq(chainWithdrawals.orgId, orgId), this.ownedOrganizations(chainWithdrawals.orgId)))
       .orderBy(chainWithdrawals.finalAt)
       .limit(DELIVERY_BATCH_MAX)
     for (const row of rows) {

@@ -203,7 +203,7 @@ async function finalizeArrival(context: DepositsContext, arrival: ArrivalRecord)
 /** Finalizes every confirming arrival whose organization's clock has reached its finality (all organizations, or one). */
 export function finalizeDueArrivals(context: DepositsContext, orgId?: string): Promise<number> {
   return context.serialized(async () => {
-    const due = (await repo.confirmingArrivals(context.db, new Date(context.clock.latestNowMs()), SWEEP_BATCH_MAX)).filter(
+    const due = (await repo.confirmingArrivals(context.db, new Date(context.clock.latestNowMs()), SWEEP_BATCH_MAX, context.ownedOrganizations)).filter(
       (row) => (orgId === undefined || row.orgId === orgId) && context.clock.nowMs(row.orgId) >= row.finalAt.getTime(),
     )
     let finalized = 0

@@ -1,3 +1,4 @@
+import { type OwnedOrganizations } from '../../platform/ownership.ts'
 import type { Database } from '../../../db/client.ts'
 import type { Ledger } from '../../ledger/ledger.ts'
 import type { AddressDeriver } from '../chain/derivation.ts'
@@ -23,6 +24,8 @@ export interface DepositsContext {
   serialized<T>(work: () => Promise<T>): Promise<T>
   /** Tells the finality and expiry sweep of work due at a wall-clock time (a no-op before it starts). */
   wakeSweep(wallMs: number): void
+  /** The organizations whose arrivals this server finalizes and whose deposits it expires (in cluster mode, those it owns). */
+  ownedOrganizations: OwnedOrganizations
 }
 
 /** One sweep finalizes or expires at most this many rows; the next sweep takes the rest. */

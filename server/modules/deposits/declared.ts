@@ -146,7 +146,7 @@ export function confirmedEvent(deposit: DepositRow, externalId: string | null, n
 /** Declared deposits nothing arrived for by their expiry become `expired` (a later arrival still credits, as a deposit-address deposit). */
 export function expireDueDeposits(context: DepositsContext, orgId?: string): Promise<number> {
   return context.serialized(async () => {
-    const due = (await repo.awaitingDepositsExpiringBy(context.db, new Date(context.clock.latestNowMs()), SWEEP_BATCH_MAX)).filter(
+    const due = (await repo.awaitingDepositsExpiringBy(context.db, new Date(context.clock.latestNowMs()), SWEEP_BATCH_MAX, context.ownedOrganizations)).filter(
       (row) => (orgId === undefined || row.orgId === orgId) && context.clock.nowMs(row.orgId) >= row.expiresAt!.getTime(),
     )
     return repo.expireDeposits(

@@ -1,3 +1,4 @@
+import { EVERY_ORGANIZATION, type OwnedOrganizations } from '../../platform/ownership.ts'
 import type { Database } from '../../../db/client.ts'
 import type { Ledger } from '../../ledger/ledger.ts'
 import type { AccessPlugin } from '../../platform/access.ts'
@@ -31,6 +32,8 @@ export interface DepositsModuleDeps {
   access: AccessPlugin
   /** The operators' suspense actions commit their Idempotency-Key with the movement. */
   idempotency: IdempotencyStore
+  /** In cluster mode, the organizations this server owns: its sweep finalizes and expires theirs only. */
+  ownedOrganizations?: OwnedOrganizations
 }
 
 /**
@@ -49,6 +52,7 @@ export function createDepositsModule(deps: DepositsModuleDeps) {
     clock: deps.clock,
     addresses: deps.addresses,
     serialized: createSerializer(),
+    ownedOrganizations: deps.ownedOrganizations ?? EVERY_ORGANIZATION,
     wakeSweep: (wallMs) => {
       if (started) sweep.wake(wallMs)
     },

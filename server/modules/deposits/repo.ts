@@ -1,3 +1,4 @@
+import { EVERY_ORGANIZATION, type OwnedOrganizations } from '../../platform/ownership.ts'
 import { and, asc, desc, eq, gt, inArray, lte, min, ne, type SQL } from 'drizzle-orm'
 import type { Executor } from '../../../db/client.ts'
 import { chainArrivals, depositAddresses, deposits } from '../../../db/schema/index.ts'
@@ -83,11 +84,11 @@ export async function awaitingDeposits(executor: Executor, orgId: string, addres
 }
 
 /** Declared deposits whose expiry is at or before `bound` (the latest any organization's clock can be). */
-export async function awaitingDepositsExpiringBy(executor: Executor, bound: Date, limit: number): Promise<DepositRecord[]> {
+export async function awaitingDepositsExpiringBy(executor: Executor, bound: Date, limit: number, owned: OwnedOrganizations = EVERY_ORGANIZATION): Promise<DepositRecord[]> {
   return executor
     .select()
     .from(deposits)
-    .where(and(eq(deposits.state, 'awaiting_funds'), lte(deposits.expiresAt, bound)))
+    .where(and(eq(deposits.state, 'awaiting_funds'), lte(deposits.expiresAt, bound), owned(deposits.orgId)))
     .orderBy(asc(deposits.expiresAt))
     .limit(limit)
 }
@@ -130,11 +131,11 @@ export async function nextDueWork(executor: Executor): Promise<Array<{ orgId: st
   return [...finality, ...expiry]
 }
 
-export async function confirmingArrivals(executor: Executor, finalBy: Date, limit: number): Promise<ArrivalRecord[]> {
+export async function confirmingArrivals(executor: Executor, finalBy: Date, limit: number, owned: OwnedOrganizations = EVERY_ORGANIZATION): Promise<ArrivalRecord[]> {
   return executor
     .select()
     .from(chainArrivals)
-    .where(and(eq(chainArrivals.state, 'confirming'), lte(chainArrivals.finalAt, finalBy)))
+    .where(and(eq(chainArrivals.state, 'confirming'), lte(chainArrivals.finalAt, finalBy), owned(chainArrivals.orgId)))
     .orderBy(asc(chainArrivals.finalAt))
     .limit(limit)
 }

@@ -1,3 +1,4 @@
+import { type OwnedOrganizations } from '../../platform/ownership.ts'
 import type { Database } from '../../../db/client.ts'
 import type { Ledger } from '../../ledger/ledger.ts'
 import type { ChainAdapter } from '../chain/adapter.ts'
@@ -39,4 +40,6 @@ export interface WithdrawalsContext {
   state: WithdrawalsState
   /** Tells the broadcast sweep to look again at a wall-clock time (a no-op before it starts). */
   wakeSweep(wallMs: number): void
+  /** The organizations whose approved withdrawals this server broadcasts (in cluster mode, those it owns). */
+  ownedOrganizations: OwnedOrganizations
 }

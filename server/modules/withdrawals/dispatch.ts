@@ -40,7 +40,7 @@ export function dispatchSoon(context: WithdrawalsContext, row: repo.WithdrawalRe
  * waiting than one pass takes, otherwise undefined (the sweep's backstop).
  */
 export async function dispatchApproved(context: WithdrawalsContext): Promise<number | undefined> {
-  const rows = await repo.approvedWithdrawals(context.db, DISPATCH_BATCH_MAX)
+  const rows = await repo.approvedWithdrawals(context.db, DISPATCH_BATCH_MAX, context.ownedOrganizations)
   const outcomes = await Promise.allSettled(rows.map((row) => dispatch(context, row)))
   let failed = false
   for (const outcome of outcomes) {

@@ -1,3 +1,4 @@
+import { EVERY_ORGANIZATION, type OwnedOrganizations } from '../../platform/ownership.ts'
 import type { AccessPlugin } from '../../platform/access.ts'
 import { DueSweep } from '../../platform/due-sweep.ts'
 import type { ChainAdapter, WithdrawalOutcome } from '../chain/adapter.ts'
@@ -16,6 +17,8 @@ export interface WithdrawalsModuleDeps extends Pick<WithdrawalsContext, 'db' | '
   /** Builds and broadcasts withdrawals, and reports their outcomes. */
   chain: ChainAdapter
   access: AccessPlugin
+  /** In cluster mode, the organizations this server owns: its sweep broadcasts their withdrawals only. */
+  ownedOrganizations?: OwnedOrganizations
 }
 
 /**
@@ -35,6 +38,7 @@ export function createWithdrawalsModule(deps: WithdrawalsModuleDeps) {
     requireActiveEntry: deps.requireActiveEntry,
     approvalThresholdMinor: deps.approvalThresholdMinor,
     state: createWithdrawalsState(),
+    ownedOrganizations: deps.ownedOrganizations ?? EVERY_ORGANIZATION,
     wakeSweep: (wallMs) => {
       if (started) sweep.wake(wallMs)
     },

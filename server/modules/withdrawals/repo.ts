@@ -1,3 +1,4 @@
+import { EVERY_ORGANIZATION, type OwnedOrganizations } from '../../platform/ownership.ts'
 import { and, asc, eq, gt, inArray, type SQL } from 'drizzle-orm'
 import type { Executor } from '../../../db/client.ts'
 import { apiKeys, withdrawals } from '../../../db/schema/index.ts'
@@ -24,8 +25,8 @@ export async function listWithdrawals(
 }
 
 /** Approved withdrawals not yet broadcast (after a restart, or a failed broadcast), oldest first. */
-export async function approvedWithdrawals(executor: Executor, limit: number): Promise<WithdrawalRecord[]> {
-  return executor.select().from(withdrawals).where(eq(withdrawals.state, 'approved')).orderBy(asc(withdrawals.id)).limit(limit)
+export async function approvedWithdrawals(executor: Executor, limit: number, owned: OwnedOrganizations = EVERY_ORGANIZATION): Promise<WithdrawalRecord[]> {
+  return executor.select().from(withdrawals).where(and(eq(withdrawals.state, 'approved'), owned(withdrawals.orgId))).orderBy(asc(withdrawals.id)).limit(limit)
 }
 
 export async function insertWithdrawal(executor: Executor, row: WithdrawalRow): Promise<void> {
