@@ -7,11 +7,10 @@ import { SYSTEM_ACCOUNTS } from '../../server/ledger/hot-balances.ts'
 import { openLedger, type Ledger } from '../../server/ledger/ledger.ts'
 import type { GuardedWrite, LedgerOperation } from '../../server/ledger/writer.ts'
 import { ApiError } from '../../server/lib/errors.ts'
-import { newId } from '../../server/lib/ids.ts'
 import { accountRows } from '../../server/modules/accounts/ledger-rows.ts'
 import { eventRow, eventWriteSets } from '../../server/modules/events/write-sets.ts'
 import { startTestApp, type TestApp } from '../support/app.ts'
-import { expectVerified, ledgerFixture, type LedgerFixture } from './support.ts'
+import { expectVerified, faucetCredit, ledgerFixture, type LedgerFixture } from './support.ts'
 
 /**
  * The commit fence (server/ledger/fence.ts), backed here by a tiny table of the organizations this
@@ -60,21 +59,7 @@ async function account(name: string): Promise<string> {
 
 /** A faucet credit with an event, found again by its movement id. */
 function credit(accountId: string, amountMinor: bigint, extra: Partial<LedgerOperation> = {}): LedgerOperation & { movementId: string } {
-  const now = new Date()
-  const movementId = newId('mv')
-  return {
-    orgId: fx.org.id,
-    movementId,
-    movementKind: 'sandbox_funding',
-    reference: movementId,
-    createdAt: now,
-    postings: [
-      { accountId, kind: 'customer', bucket: 'available', asset: 'USDC', amountMinor },
-      { accountId: SYSTEM_ACCOUNTS.faucet, kind: 'system', bucket: 'available', asset: 'USDC', amountMinor: -amountMinor },
-    ],
-    events: [eventRow(fx.org.id, 'account.funded', { accountId }, now)],
-    ...extra,
-  } as LedgerOperation & { movementId: string }
+  return faucetCredit(fx.org.id, accountId, amountMinor, extra)
 }
 
 async function movementsWritten(ids: string[]): Promise<number> {

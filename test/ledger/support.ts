@@ -2,6 +2,10 @@ import { expect } from 'bun:test'
 import { sql } from 'drizzle-orm'
 import { queryRows } from '../../db/client.ts'
 import type { TestApp, TestOrg, TestResponse } from '../support/app.ts'
+import { SYSTEM_ACCOUNTS } from '../../server/ledger/hot-balances.ts'
+import type { LedgerOperation } from '../../server/ledger/writer.ts'
+import { newId } from '../../server/lib/ids.ts'
+import { eventRow } from '../../server/modules/events/write-sets.ts'
 
 /** An organization with accounts, ready to move money. */
 export interface LedgerFixture {
@@ -91,4 +95,23 @@ export async function refusal(run: () => PromiseLike<unknown>): Promise<string> 
     return cause?.message ?? String(error)
   }
   return 'not refused'
+}
+
+/** A faucet credit of `amountMinor` to an account, with its event, handed straight to the ledger (tests of the writer). */
+export function faucetCredit(orgId: string, accountId: string, amountMinor: bigint, extra: Partial<LedgerOperation> = {}): LedgerOperation & { movementId: string; reference: string } {
+  const now = new Date()
+  const movementId = newId('mv')
+  return {
+    orgId,
+    movementId,
+    movementKind: 'sandbox_funding',
+    reference: movementId,
+    createdAt: now,
+    postings: [
+      { accountId, kind: 'customer', bucket: 'available', asset: 'USDC', amountMinor },
+      { accountId: SYSTEM_ACCOUNTS.faucet, kind: 'system', bucket: 'available', asset: 'USDC', amountMinor: -amountMinor },
+    ],
+    events: [eventRow(orgId, 'account.funded', { accountId }, now)],
+    ...extra,
+  } as LedgerOperation & { movementId: string; reference: string }
 }

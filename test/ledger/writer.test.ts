@@ -2,15 +2,13 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { sql } from 'drizzle-orm'
 import { queryRows } from '../../db/client.ts'
 import { eventRow } from '../../server/modules/events/write-sets.ts'
-import { SYSTEM_ACCOUNTS } from '../../server/ledger/hot-balances.ts'
 import { CommitFailedError, IdempotencyKeyTaken, OperationWithdrawn, type LedgerOperation } from '../../server/ledger/writer.ts'
 import { ApiError } from '../../server/lib/errors.ts'
-import { newId } from '../../server/lib/ids.ts'
 import { countAbove, histogramBetween } from '../../server/lib/histogram.ts'
 import { startTestApp, type TestApp } from '../support/app.ts'
 import { onPostgres } from '../support/db.ts'
 import { stallWriter } from '../support/writer.ts'
-import { expectVerified, ledgerFixture, type LedgerFixture } from './support.ts'
+import { expectVerified, faucetCredit, ledgerFixture, type LedgerFixture } from './support.ts'
 
 let app: TestApp
 let fx: LedgerFixture
@@ -31,21 +29,7 @@ type FundingOperation = LedgerOperation & { reference: string }
 
 /** A faucet credit written straight through the ledger, with an event whose id the caller may choose. */
 function credit(accountId: string, amountMinor: bigint, extra: Partial<FundingOperation> = {}): FundingOperation {
-  const now = new Date()
-  const movementId = newId('mv')
-  return {
-    orgId: fx.org.id,
-    movementId,
-    movementKind: 'sandbox_funding',
-    reference: movementId,
-    createdAt: now,
-    postings: [
-      { accountId, kind: 'customer', bucket: 'available', asset: 'USDC', amountMinor },
-      { accountId: SYSTEM_ACCOUNTS.faucet, kind: 'system', bucket: 'available', asset: 'USDC', amountMinor: -amountMinor },
-    ],
-    events: [eventRow(fx.org.id, 'account.funded', { accountId }, now)],
-    ...extra,
-  }
+  return faucetCredit(fx.org.id, accountId, amountMinor, extra)
 }
 
 /** A completed idempotency record of this organization for `key`, live for a day. */
