@@ -1,22 +1,17 @@
 import { afterAll, expect, test } from 'bun:test'
-import { mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
-import { createTestDatabase, onPostgres, type TestDatabase } from '../support/db.ts'
-import { startServerProcess, type ServerProcess } from '../support/server-process.ts'
+import { onPostgres } from '../support/db.ts'
+import { startServerProcess, crashStorage, type CrashStorage, type ServerProcess } from '../support/server-process.ts'
 
 const OPERATOR_TOKEN = 'crash-after-commit-operator-token-0123456789'
 /** Headers a replay may give differently from the first answer (docs/idempotency.md). */
 const MAY_DIFFER = new Set(['idempotent-replayed', 'x-request-id', 'x-ratelimit-limit', 'x-ratelimit-remaining', 'date'])
 
-let database: TestDatabase | undefined
-let dataDir: string | undefined
+let storage: CrashStorage | undefined
 let server: ServerProcess | undefined
 
 afterAll(async () => {
   await server?.kill9()
-  await database?.drop()
-  if (dataDir) rmSync(dataDir, { recursive: true, force: true })
+  await storage?.release()
 }, 60_000)
 
 interface Answer {
@@ -37,14 +32,8 @@ function comparable(headers: Record<string, string>): Record<string, string> {
 }
 
 test(`a money-moving request cut off between its commit and its answer is answered from that commit on retry, never run twice (${onPostgres ? 'postgres' : 'embedded on disk'})`, async () => {
-  const env: Record<string, string> = { OPERATOR_TOKEN }
-  if (onPostgres) {
-    database = await createTestDatabase()
-    env.DATABASE_URL = database.databaseUrl!
-  } else {
-    dataDir = mkdtempSync(join(tmpdir(), 'kassa-exit-after-commit-'))
-    env.DATA_DIR = dataDir
-  }
+  storage = await crashStorage('kassa-exit-after-commit-')
+  const env: Record<string, string> = { OPERATOR_TOKEN, ...storage.env }
   server = await startServerProcess(env)
   const org = JSON.parse((await call(OPERATOR_TOKEN, 'POST', '/ops/v1/orgs', { name: 'Exactly once' })).text)
   const key = org.keys.find((entry: { type: string }) => entry.type === 'test').key as string

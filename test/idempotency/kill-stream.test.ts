@@ -1,9 +1,6 @@
 import { afterAll, expect, test } from 'bun:test'
-import { mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
-import { createTestDatabase, onPostgres, type TestDatabase } from '../support/db.ts'
-import { loadUntil, startServerProcess, type ServerProcess } from '../support/server-process.ts'
+import { onPostgres } from '../support/db.ts'
+import { loadUntil, startServerProcess, crashStorage, type CrashStorage, type ServerProcess } from '../support/server-process.ts'
 
 const OPERATOR_TOKEN = 'kill-stream-operator-token-0123456789abcdef'
 const KILLS = 5
@@ -13,14 +10,12 @@ const ROUND_MS = 1200
 const ROUND_ANSWERS_MIN = 10
 const FUNDED = 1_000_000
 
-let database: TestDatabase | undefined
-let dataDir: string | undefined
+let storage: CrashStorage | undefined
 let server: ServerProcess | undefined
 
 afterAll(async () => {
   await server?.kill9()
-  await database?.drop()
-  if (dataDir) rmSync(dataDir, { recursive: true, force: true })
+  await storage?.release()
 }, 60_000)
 
 interface Keyed {
@@ -38,14 +33,8 @@ async function send(token: string, method: string, path: string, body?: unknown,
 }
 
 test(`a keyed stream of transfers, holds, captures and releases killed with kill -9 ${KILLS} times: every cut-off request retried with its key runs once (${onPostgres ? 'postgres' : 'embedded on disk'})`, async () => {
-  const env: Record<string, string> = { OPERATOR_TOKEN }
-  if (onPostgres) {
-    database = await createTestDatabase()
-    env.DATABASE_URL = database.databaseUrl!
-  } else {
-    dataDir = mkdtempSync(join(tmpdir(), 'kassa-kill-stream-'))
-    env.DATA_DIR = dataDir
-  }
+  storage = await crashStorage('kassa-kill-stream-')
+  const env: Record<string, string> = { OPERATOR_TOKEN, ...storage.env }
   server = await startServerProcess(env)
   const org = JSON.parse((await send(OPERATOR_TOKEN, 'POST', '/ops/v1/orgs', { name: 'Kill stream' })).text)
   const apiKey = org.keys.find((entry: { type: string }) => entry.type === 'test').key as string

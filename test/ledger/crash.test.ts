@@ -1,9 +1,6 @@
 import { afterAll, expect, test } from 'bun:test'
-import { mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
-import { createTestDatabase, onPostgres, type TestDatabase } from '../support/db.ts'
-import { jsonClient, loadUntil, startServerProcess, type ServerProcess } from '../support/server-process.ts'
+import { onPostgres } from '../support/db.ts'
+import { jsonClient, loadUntil, startServerProcess, crashStorage, type CrashStorage, type ServerProcess } from '../support/server-process.ts'
 
 const OPERATOR_TOKEN = 'crash-test-operator-token-0123456789abcdef'
 const ROUNDS = 3
@@ -12,14 +9,12 @@ const LOAD_BEFORE_KILL_MS = 500
 /** Each round kills the server only after this many new transfers were answered (or 20 s passed). */
 const ANSWERS_PER_ROUND_MIN = 15
 
-let database: TestDatabase | undefined
-let dataDir: string | undefined
+let storage: CrashStorage | undefined
 let server: ServerProcess | undefined
 
 afterAll(async () => {
   await server?.kill9()
-  await database?.drop()
-  if (dataDir) rmSync(dataDir, { recursive: true, force: true })
+  await storage?.release()
 })
 
 async function allTransfers(send: ReturnType<typeof jsonClient>): Promise<Array<{ description: string; destinationAccountId: string; netAmount: string }>> {
@@ -36,15 +31,8 @@ async function allTransfers(send: ReturnType<typeof jsonClient>): Promise<Array<
 const minor = (value: string) => BigInt(value.replace('.', ''))
 
 test(`transfers acknowledged before kill -9 survive restarts and refused ones never appear (${onPostgres ? 'postgres' : 'embedded on disk'})`, async () => {
-  const env: Record<string, string> = {}
-  if (onPostgres) {
-    database = await createTestDatabase()
-    env.DATABASE_URL = database.databaseUrl!
-  } else {
-    dataDir = mkdtempSync(join(tmpdir(), 'kassa-crash-'))
-    env.DATA_DIR = dataDir
-  }
-  env.OPERATOR_TOKEN = OPERATOR_TOKEN
+  storage = await crashStorage('kassa-crash-')
+  const env: Record<string, string> = { ...storage.env, OPERATOR_TOKEN }
   server = await startServerProcess(env)
   const base = () => server!.baseUrl
   const ops = jsonClient(base, OPERATOR_TOKEN)

@@ -1,9 +1,6 @@
 import { afterAll, expect, test } from 'bun:test'
-import { mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
-import { createTestDatabase, onPostgres, type TestDatabase } from '../support/db.ts'
-import { jsonClient, loadUntil, startServerProcess, type ServerProcess } from '../support/server-process.ts'
+import { onPostgres } from '../support/db.ts'
+import { jsonClient, loadUntil, startServerProcess, crashStorage, type CrashStorage, type ServerProcess } from '../support/server-process.ts'
 
 const OPERATOR_TOKEN = 'payments-crash-operator-token-0123456789abcdef'
 const ROUNDS = 3
@@ -14,14 +11,12 @@ const ANSWERS_PER_ROUND_MIN = 20
 const PAYER_FUNDED = 1_000_000n * 1_000_000n
 const SHORT_FUNDED = 3n * 1_000_000n
 
-let database: TestDatabase | undefined
-let dataDir: string | undefined
+let storage: CrashStorage | undefined
 let server: ServerProcess | undefined
 
 afterAll(async () => {
   await server?.kill9()
-  await database?.drop()
-  if (dataDir) rmSync(dataDir, { recursive: true, force: true })
+  await storage?.release()
 }, 30_000)
 
 interface StoredPayment {
@@ -49,14 +44,8 @@ async function allPayments(send: ReturnType<typeof jsonClient>): Promise<StoredP
 }
 
 test(`authorizations, captures and voids answered before kill -9 survive restarts; declines and unanswered ones hold nothing (${onPostgres ? 'postgres' : 'embedded on disk'})`, async () => {
-  const env: Record<string, string> = { OPERATOR_TOKEN }
-  if (onPostgres) {
-    database = await createTestDatabase()
-    env.DATABASE_URL = database.databaseUrl!
-  } else {
-    dataDir = mkdtempSync(join(tmpdir(), 'kassa-payments-crash-'))
-    env.DATA_DIR = dataDir
-  }
+  storage = await crashStorage('kassa-payments-crash-')
+  const env: Record<string, string> = { OPERATOR_TOKEN, ...storage.env }
   server = await startServerProcess(env)
   const base = () => server!.baseUrl
   const ops = jsonClient(base, OPERATOR_TOKEN)

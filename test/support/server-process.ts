@@ -1,5 +1,8 @@
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import type { Subprocess } from 'bun'
+import { createTestDatabase, onPostgres, type TestDatabase } from './db.ts'
 
 const REPO_ROOT = resolve(import.meta.dir, '../..')
 const BUN = join(REPO_ROOT, 'node_modules/.bin/bun')
@@ -145,4 +148,24 @@ export async function loadUntil(enough: () => boolean, options: { minMs: number;
   const started = performance.now()
   await Bun.sleep(options.minMs)
   while (!enough() && performance.now() - started < options.maxMs) await Bun.sleep(10)
+}
+
+/**
+ * What a crash test's server processes keep across their kills and restarts: a database of the
+ * test's own on the Postgres under test, or else a data folder for the embedded database on disk
+ * (in memory, nothing would survive a kill). `env` carries it to every start; `release` drops the
+ * database or removes the folder.
+ */
+export interface CrashStorage {
+  env: Record<string, string>
+  release(): Promise<void>
+}
+
+export async function crashStorage(folderPrefix: string): Promise<CrashStorage> {
+  if (onPostgres) {
+    const database: TestDatabase = await createTestDatabase()
+    return { env: { DATABASE_URL: database.databaseUrl! }, release: () => database.drop() }
+  }
+  const dataDir = mkdtempSync(join(tmpdir(), folderPrefix))
+  return { env: { DATA_DIR: dataDir }, release: async () => rmSync(dataDir, { recursive: true, force: true }) }
 }
