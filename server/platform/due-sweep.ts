@@ -31,6 +31,8 @@ export class DueSweep {
   private running: Promise<void> | undefined
   /** A wake for work due now arrived during a pass: run again when it ends. */
   private again = false
+  /** Wakes before `start` are dropped: work created before the sweep runs is found by its first pass. */
+  private started = false
   private stopped = false
 
   constructor(
@@ -39,12 +41,13 @@ export class DueSweep {
   ) {}
 
   start(): void {
+    this.started = true
     this.wake()
   }
 
   /** Work falls due at `atMs` (wall clock; default now): a pass runs by then. */
   wake(atMs?: number): void {
-    if (this.stopped) return
+    if (!this.started || this.stopped) return
     const now = this.options.wallNowMs()
     const at = atMs === undefined ? now : atMs
     if (this.running !== undefined && at <= now) {

@@ -20,15 +20,12 @@ export interface AllowlistModuleDeps extends Omit<AllowlistContext, 'wakeSweep'>
  * the activation sweep in the background and right after a sandbox clock advance; `stop` ends it.
  */
 export function createAllowlistModule(deps: AllowlistModuleDeps) {
-  let started = false
   const context: AllowlistContext = {
     db: deps.db,
     ledger: deps.ledger,
     clock: deps.clock,
     screening: deps.screening,
-    wakeSweep: (wallMs) => {
-      if (started) sweep.wake(wallMs)
-    },
+    wakeSweep: (wallMs) => sweep.wake(wallMs),
   }
   const sweep = new DueSweep(
     { name: 'allowlist', backstopMs: ACTIVATION_SWEEP_BACKSTOP_MS, minGapMs: ACTIVATION_SWEEP_MIN_GAP_MS, wallNowMs: () => deps.clock.wallNowMs() },
@@ -41,7 +38,6 @@ export function createAllowlistModule(deps: AllowlistModuleDeps) {
     /** One activation pass, as the sweep runs it. */
     activateAllDue: () => activateAllDue(context),
     start(): void {
-      started = true
       // After a sandbox clock advance the answer already reflects the entries that became active.
       deps.clock.onAdvance(async (orgId) => {
         await activateDueEntries(context, orgId)

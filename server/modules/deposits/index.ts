@@ -43,7 +43,6 @@ export interface DepositsModuleDeps {
  * ends the sweep and writes what the ledger still holds.
  */
 export function createDepositsModule(deps: DepositsModuleDeps) {
-  let started = false
   const wallNowMs = () => deps.clock.wallNowMs()
   const nextDue = async () => earliestWallMs(deps.clock, await repo.nextDueWork(deps.db))
   const context: DepositsContext = {
@@ -53,9 +52,7 @@ export function createDepositsModule(deps: DepositsModuleDeps) {
     addresses: deps.addresses,
     serialized: createSerializer(),
     ownedOrganizations: deps.ownedOrganizations ?? EVERY_ORGANIZATION,
-    wakeSweep: (wallMs) => {
-      if (started) sweep.wake(wallMs)
-    },
+    wakeSweep: (wallMs) => sweep.wake(wallMs),
   }
   /** Finality and expiry, for all organizations or for one right after its clock moved. */
   const runDueWork = async (orgId?: string): Promise<void> => {
@@ -79,7 +76,6 @@ export function createDepositsModule(deps: DepositsModuleDeps) {
     returnSuspense: (arrivalId: string, input: { note?: string }) => returnSuspense(context, arrivalId, input),
     runDueWork,
     start(): void {
-      started = true
       deps.clock.onAdvance(async (orgId) => {
         await runDueWork(orgId)
         // The organization's later work now falls due earlier.

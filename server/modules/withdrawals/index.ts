@@ -28,7 +28,6 @@ export interface WithdrawalsModuleDeps extends Pick<WithdrawalsContext, 'db' | '
  * `stop` ends the sweep and waits for the work of this process on any withdrawal.
  */
 export function createWithdrawalsModule(deps: WithdrawalsModuleDeps) {
-  let started = false
   const context: WithdrawalsContext = {
     db: deps.db,
     ledger: deps.ledger,
@@ -39,9 +38,7 @@ export function createWithdrawalsModule(deps: WithdrawalsModuleDeps) {
     approvalThresholdMinor: deps.approvalThresholdMinor,
     state: createWithdrawalsState(),
     ownedOrganizations: deps.ownedOrganizations ?? EVERY_ORGANIZATION,
-    wakeSweep: (wallMs) => {
-      if (started) sweep.wake(wallMs)
-    },
+    wakeSweep: (wallMs) => sweep.wake(wallMs),
   }
   const sweep = new DueSweep(
     { name: 'withdrawals', backstopMs: DISPATCH_SWEEP_BACKSTOP_MS, minGapMs: DISPATCH_RETRY_MS, wallNowMs: () => deps.clock.wallNowMs() },
@@ -62,7 +59,6 @@ export function createWithdrawalsModule(deps: WithdrawalsModuleDeps) {
     /** One broadcast pass, as the sweep runs it. */
     dispatchApproved: () => dispatchApproved(context),
     start(): void {
-      started = true
       deps.chain.onWithdrawalOutcome((outcome) => applyOutcome(context, outcome))
       sweep.start()
     },
