@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { createTestDatabase, onPostgres, type TestDatabase } from '../support/db.ts'
-import { spawnServerProcess } from '../support/server-process.ts'
+import { refusedStart } from '../support/server-process.ts'
 import { available, call, callUntilServed, clusterTable, OPERATOR_TOKEN, startMember, waitForSpread, waitServed, type Member } from './support.ts'
 
 // Three real servers in cluster mode on one fresh Postgres database (the embedded database has no
@@ -133,11 +133,7 @@ test.skipIf(!onPostgres)('an operator freezing an account through a server that 
 }, 60_000)
 
 test.skipIf(!onPostgres)('a server without cluster mode is refused on a database the cluster serves, naming a member', async () => {
-  const child = spawnServerProcess({ DATABASE_URL: database!.databaseUrl!, OPERATOR_TOKEN, WEBHOOK_DELIVERY_PROCESS: 'false' })
-  // One that starts after all is stopped, so the test fails rather than waits.
-  const stop = setTimeout(() => child.kill(9), 30_000)
-  const [out, err, code] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited])
-  clearTimeout(stop)
+  const { code, stdout: out, stderr: err } = await refusedStart({ DATABASE_URL: database!.databaseUrl!, OPERATOR_TOKEN, WEBHOOK_DELIVERY_PROCESS: 'false' })
   expect(code).toBe(1)
   expect(err).toContain('a Kassa cluster already serves this database')
   expect(err).toContain('KASSA_CLUSTER=1')

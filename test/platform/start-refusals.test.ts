@@ -7,7 +7,7 @@ import { withDatabaseName } from '../../db/client.ts'
 import { SERVING_LOCK_KEYS } from '../../db/serving-lock.ts'
 import { createTestDatabase, onPostgres, serverUrl, type TestDatabase } from '../support/db.ts'
 import { eventually } from '../support/eventually.ts'
-import { spawnServerProcess, startServerProcess, type ServerProcess } from '../support/server-process.ts'
+import { refusedStart, startServerProcess, type ServerProcess } from '../support/server-process.ts'
 
 const scratch = mkdtempSync(join(tmpdir(), 'kassa-start-refusals-'))
 const servers: ServerProcess[] = []
@@ -20,15 +20,6 @@ afterAll(async () => {
 
 /** Each of these starts real server processes, on a machine that may be busy. */
 const SPAWN_TEST_TIMEOUT_MS = 60_000
-
-/** Starts `bun server/main.ts` expecting it to refuse to start: its exit code and what it printed (killed after 30 s). */
-async function refusedStart(env: Record<string, string>): Promise<{ code: number; stdout: string; stderr: string }> {
-  const child = spawnServerProcess(env)
-  const stop = setTimeout(() => child.kill(9), 30_000)
-  const [stdout, stderr, code] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited])
-  clearTimeout(stop)
-  return { code, stdout, stderr }
-}
 
 /** A loopback port nothing listens on (it was free a moment ago). */
 function closedPort(): number {

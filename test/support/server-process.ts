@@ -169,3 +169,15 @@ export async function crashStorage(folderPrefix: string): Promise<CrashStorage> 
   const dataDir = mkdtempSync(join(tmpdir(), folderPrefix))
   return { env: { DATA_DIR: dataDir }, release: async () => rmSync(dataDir, { recursive: true, force: true }) }
 }
+
+/**
+ * Starts `bun server/main.ts` expecting it to refuse to start: its exit code and what it printed.
+ * One that starts after all is killed after 30 s, so the test fails rather than waits.
+ */
+export async function refusedStart(env: Record<string, string>): Promise<{ code: number; stdout: string; stderr: string }> {
+  const child = spawnServerProcess(env)
+  const stop = setTimeout(() => child.kill(9), 30_000)
+  const [stdout, stderr, code] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited])
+  clearTimeout(stop)
+  return { code, stdout, stderr }
+}
