@@ -103,7 +103,11 @@ function CyclesScreen({ height, active, setCapturing, memory }: ScreenProps) {
     if (!cycles.ok) return report(cycles)
     const read = await withPending(api, cycles.value.cycles)
     if (read.failure) report(read.failure)
-    if (mounted.current) setEntries(read.entries)
+    if (!mounted.current) return
+    setEntries(read.entries)
+    // The selection is pinned to a cycle, not a row: a close or roll back lists the next cycle
+    // above it, and the next key must still act on the cycle the operator was looking at.
+    setSelectedId((current) => (read.entries.some((entry) => entry.cycle.cycleId === current) ? current : (read.entries[0]?.cycle.cycleId ?? null)))
   }, [api, report, vaultId])
 
   useRefreshing(refresh, refreshMs, mounted)
