@@ -106,7 +106,9 @@ export async function recordIdempotentFailure(
   // Most failures carry no claimed key (a shed or rate-limited request never claimed one): the
   // answer's body is copied only for a claim that saves it.
   if (!idempotency.claimed(request)) return
-  if (error.code === 'invalid_request') {
+  // A request refused as invalid, or answered 503 partner_unavailable (nothing applied yet, or a
+  // decided settlement with parts still to carry out), keeps no answer: the same key runs it again.
+  if (error.code === 'invalid_request' || error.code === 'partner_unavailable') {
     await idempotency.release(request)
     return
   }

@@ -112,6 +112,20 @@ describe('allowlist registration', () => {
     expect(await allowlistCounts()).toEqual(before)
   })
 
+  test('a 503 partner_unavailable keeps no answer under its Idempotency-Key: the same key runs the request again', async () => {
+    const send = (address: string) =>
+      app.call('POST', `/v1/accounts/${account}/allowlist`, { key: fx.org.testKey, body: { network: 'sui', address }, headers: { 'idempotency-key': 'screening-down-then-up' } })
+    const down = await send(SUI_PARTNER_DOWN)
+    expect(down.status).toBe(503)
+    // The same key again, the same request: run again, not replayed.
+    const again = await send(SUI_PARTNER_DOWN)
+    expect(again.status).toBe(503)
+    expect(again.headers['idempotent-replayed']).toBeUndefined()
+    // Nothing is kept under the key.
+    const [record] = await queryRows<{ count: string }>(app.kassa.runtime.db, sql`select count(*)::text as count from idempotency_records where key = 'screening-down-then-up'`)
+    expect(record!.count).toBe('0')
+  })
+
   test('an unknown account or another organization\'s account is not_found', async () => {
     const other = await ledgerFixture(app, 'Other Allowlist Org')
     const before = await allowlistCounts()
