@@ -11,7 +11,7 @@ import { createHoldRecords, createHoldsModule, type HoldsModule } from './module
 import { createPaymentsModule, type PaymentsModule } from './modules/payments/index.ts'
 import { createEventsModule } from './modules/events/index.ts'
 import { createWebhooksModule, type WebhooksModule } from './modules/webhooks/index.ts'
-import { createEarningModule } from './modules/earning/index.ts'
+import { createEarningModule, type EarningModuleDeps } from './modules/earning/index.ts'
 import { createVaultsModule } from './modules/vaults/index.ts'
 import { createQuotesModule } from './modules/quotes/index.ts'
 import { createOperatorModule } from './modules/operator/module.ts'
@@ -29,6 +29,8 @@ import { errorsPlugin } from './platform/errors.ts'
 import { IdempotencyStore, ownersOf } from './platform/idempotency.ts'
 import { operatorIdempotency } from './platform/operator-idempotency.ts'
 import { openapiPlugin } from './platform/openapi.ts'
+import { internalRequests } from './cluster/forward.ts'
+import type { ClusterNode } from './cluster/index.ts'
 import { clusterGatePlugin, gatedFront } from './cluster/plugin.ts'
 import { closeRuntime, createRuntime, type Runtime, type RuntimeOptions } from './runtime.ts'
 
@@ -69,6 +71,10 @@ export async function buildApp(runtime: Runtime) {
   const opsIdempotency = operatorIdempotency(idempotency, operator.service.tokenFingerprint)
   // ...and are recorded in the operator audit trail with their changes.
   const audit = operator.service.audit
+  // In cluster mode, requests this server makes of the owner of an organization (a cycle's part)
+  // go through the whole server, the gate first (it forwards them to the owner).
+  const clusterSecret = runtime.config.cluster?.secret
+  const internal = clusterSecret === undefined ? undefined : internalRequests(clusterSecret, () => (request) => app.handle(request))
   // Earning (vaults): the catalog and its venue, then the intents that settle in its cycles.
   // Off (no routes) where no venue is configured: production until a venue adapter exists.
   const vaults =
@@ -86,6 +92,7 @@ export async function buildApp(runtime: Runtime) {
           audit,
           workerIntervalMs: runtime.config.earningWorkerIntervalMs,
           crashPoint: runtime.config.crashPoint,
+          cluster: runtime.cluster === undefined ? undefined : earningInCluster(runtime.cluster, runtime.operatorToken, internal!),
         })
   // The SBT data API: its operator routes join /ops/v1 here; its own listener is started by main.ts.
   const sbt = createSbtModule({ db: runtime.db, config: runtime.config, nowMs: () => runtime.clock.wallNowMs() })
@@ -181,6 +188,25 @@ export async function buildApp(runtime: Runtime) {
   deposits.start()
   runtime.stoppers.push(() => deposits.stop())
   return { app, handle: front.handle, statements, sbt, earning, payments, holds, deposits, withdrawals, webhooks }
+}
+
+/**
+ * Earning in a cluster (docs/scale-out.md, "Earning in a cluster"): a cycle's organizations' parts
+ * are asked of their owners through the gate; each server runs its own organizations' save
+ * policies; the owner of partition 0 does the platform-wide work.
+ */
+function earningInCluster(cluster: ClusterNode, operatorToken: string, internal: ReturnType<typeof internalRequests>): EarningModuleDeps['cluster'] {
+  return {
+    async parts(cycleId, orgId) {
+      const response = await internal.post(`/ops/v1/vault-cycles/${encodeURIComponent(cycleId)}/parts/${encodeURIComponent(orgId)}`, { authorization: `Bearer ${operatorToken}` })
+      if (response.status === 200) return
+      const body = (await response.json().catch(() => undefined)) as { error?: { code?: string; message?: string } } | undefined
+      throw new Error(`${response.status} ${body?.error?.code ?? ''}: ${body?.error?.message ?? ''}`)
+    },
+    partsAccess: internal,
+    ownedOrganizations: cluster.ownedOrganizations,
+    platformWork: () => cluster.leases.serves(0),
+  }
 }
 
 export type App = Awaited<ReturnType<typeof buildApp>>['app']

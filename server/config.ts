@@ -306,13 +306,7 @@ export function loadConfig(env: Environment = process.env): Config {
   }
   const port = readInteger(env, 'PORT', 3000, 0, 65535)
   const cluster = readCluster(env, databaseUrl)
-  // An earning cycle settles all its organizations in one bundle, which only a server owning every
-  // one of them may commit: in cluster mode earning is off until cycles settle per owner
-  // (docs/scale-out.md), and asking for it is refused rather than left to fail at settlement.
-  const vaultVenue = readChoice(env, 'VAULT_VENUE', ['sandbox', 'off'] as const, serviceEnv === 'sandbox' && cluster === undefined ? 'sandbox' : 'off')
-  if (cluster !== undefined && vaultVenue !== 'off') {
-    throw new ConfigError('VAULT_VENUE=sandbox cannot run with KASSA_CLUSTER=1: earning cycles are not yet settled across a cluster (leave VAULT_VENUE unset or off)')
-  }
+  const vaultVenue = readChoice(env, 'VAULT_VENUE', ['sandbox', 'off'] as const, serviceEnv === 'sandbox' ? 'sandbox' : 'off')
   const config: Config = {
     port,
     host: env.HOST && env.HOST !== '' ? env.HOST : '0.0.0.0',

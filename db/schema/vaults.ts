@@ -78,6 +78,13 @@ export const vaultCycles = pgTable(
     totalShares: money('total_shares'),
     fee: money('fee'),
     intents: integer('intents'),
+    /**
+     * In cluster mode, what was decided for a closed cycle before its organizations' parts are
+     * carried out by their owners: settle (at `resolutionPrice`, with the venue's digest) or roll back.
+     */
+    resolution: text('resolution', { enum: ['settle', 'rollback'] }),
+    resolutionPrice: money('resolution_price'),
+    resolutionDigest: text('resolution_digest'),
   },
   (table) => [
     uniqueIndex('vault_cycles_number_idx').on(table.vaultId, table.kind, table.number),

@@ -40,6 +40,25 @@ export interface GateDependencies {
   operatorOrgOf(request: Request, path: string): Promise<string | undefined> | string | undefined
 }
 
+/** The header that marks a request a server makes of itself (see `internalRequests`). */
+export const INTERNAL_HEADER = 'x-kassa-internal'
+
+/**
+ * Requests a server makes of itself for work that belongs to an organization's owner (a cycle's
+ * part, for one): sent through `handle`, the gate answers them here or forwards them to the owner,
+ * which receives them with the cluster's secret. A route for such work answers a request that is
+ * `authorized`: marked by this process, or carrying the secret; any other caller is refused.
+ */
+export function internalRequests(secret: string, handle: () => (request: Request) => Response | Promise<Response>) {
+  const mark = crypto.randomUUID()
+  return {
+    authorized: (request: Request) => request.headers.get(INTERNAL_HEADER) === mark || secretMatches(request.headers.get(SECRET_HEADER), secret),
+    /** POSTs `path` with these headers through the whole server (gate first); answers the response. */
+    post: (path: string, headers: Record<string, string>) =>
+      handle()(new Request(`http://kassa.internal${path}`, { method: 'POST', headers: { ...headers, [INTERNAL_HEADER]: mark } })),
+  }
+}
+
 /** Whether `presented` is the cluster's secret, compared in constant time. */
 export function secretMatches(presented: string | null, secret: string): boolean {
   if (presented === null) return false
@@ -152,9 +171,10 @@ export type OperatorWriteTarget = { orgId: string } | { withdrawalId: string } |
 /**
  * Which operator writes an owner must answer, read from the path alone: everything under
  * `/ops/v1/orgs/{orgId}/`, a withdrawal's approval or rejection, an account's freeze or unfreeze,
- * and a suspense arrival's assignment to an account (named in its body). The rest (organizations
- * created, vaults and cycles, which are platform-wide, a suspense arrival sent back on chain) has
- * no owner among the organizations and is answered where it arrives.
+ * a suspense arrival's assignment to an account (named in its body), and one organization's part of
+ * a cycle's settlement. The rest (organizations created, vaults and cycles as a whole, which are
+ * platform-wide, a suspense arrival sent back on chain) has no owner among the organizations and is
+ * answered where it arrives.
  */
 export function operatorWriteTarget(path: string): OperatorWriteTarget {
   const parts = path.split('/')
@@ -165,5 +185,7 @@ export function operatorWriteTarget(path: string): OperatorWriteTarget {
   if (resource === 'withdrawals' && (action === 'approve' || action === 'reject')) return { withdrawalId: id }
   if (resource === 'accounts' && (action === 'freeze' || action === 'unfreeze')) return { accountId: id }
   if (resource === 'suspense' && action === 'assign') return { suspenseAssign: true }
+  // One organization's part of a cycle's settlement or roll back (server/modules/earning/cycles.ts).
+  if (resource === 'vault-cycles' && action === 'parts' && parts[6]) return { orgId: parts[6] }
   return undefined
 }

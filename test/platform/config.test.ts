@@ -126,10 +126,10 @@ describe('loadConfig', () => {
     expect(configError({ KASSA_CLUSTER: 'maybe' }).message).toContain('KASSA_CLUSTER')
   })
 
-  test('cluster mode turns earning off by default and refuses the sandbox venue asked for by name', () => {
+  test('cluster mode runs earning as a single server does: the sandbox venue in sandbox, off when asked', () => {
     const cluster = { KASSA_CLUSTER: '1', DATABASE_URL, KASSA_CLUSTER_SECRET: 'cluster-secret-0123456789abcdef0123456789' }
-    expect(loadConfig(cluster).vaultVenue).toBe('off')
-    expect(configError({ ...cluster, VAULT_VENUE: 'sandbox' }).message).toContain('VAULT_VENUE')
+    expect(loadConfig(cluster).vaultVenue).toBe('sandbox')
+    expect(loadConfig({ ...cluster, VAULT_VENUE: 'off' }).vaultVenue).toBe('off')
     expect(loadConfig({ VAULT_VENUE: 'sandbox' }).vaultVenue).toBe('sandbox')
   })
 

@@ -1,6 +1,7 @@
 import { and, asc, eq, inArray, sql } from 'drizzle-orm'
 import type { Executor, Transaction } from '../../../db/client.ts'
 import { savePolicies, savePolicyRuns } from '../../../db/schema/index.ts'
+import { EVERY_ORGANIZATION, type OwnedOrganizations } from '../../platform/ownership.ts'
 
 export type SavePolicyRecord = typeof savePolicies.$inferSelect
 export type SavePolicyRunRecord = typeof savePolicyRuns.$inferSelect
@@ -20,8 +21,17 @@ export async function findPolicy(executor: Executor, orgId: string, accountId: s
 }
 
 /** Enabled policies after a position (organization, account), in that order: the worker walks them a page at a time. */
-export async function enabledPolicies(executor: Executor, after: { orgId: string; accountId: string } | undefined, limit: number): Promise<SavePolicyRecord[]> {
-  const where = after === undefined ? eq(savePolicies.enabled, true) : and(eq(savePolicies.enabled, true), sql`(${savePolicies.orgId}, ${savePolicies.accountId}) > (${after.orgId}, ${after.accountId})`)
+export async function enabledPolicies(
+  executor: Executor,
+  after: { orgId: string; accountId: string } | undefined,
+  limit: number,
+  owned: OwnedOrganizations = EVERY_ORGANIZATION,
+): Promise<SavePolicyRecord[]> {
+  const where = and(
+    eq(savePolicies.enabled, true),
+    after === undefined ? undefined : sql`(${savePolicies.orgId}, ${savePolicies.accountId}) > (${after.orgId}, ${after.accountId})`,
+    owned(savePolicies.orgId),
+  )
   return executor.select().from(savePolicies).where(where).orderBy(asc(savePolicies.orgId), asc(savePolicies.accountId)).limit(limit)
 }
 

@@ -55,12 +55,12 @@ export async function findIntentByRecord(executor: Executor, orgId: string, reco
 }
 
 /** The confirmed intents of a cycle with their accounts' external ids, oldest first. */
-export async function confirmedIntents(executor: Executor, cycleId: string): Promise<IntentWithAccount[]> {
+export async function confirmedIntents(executor: Executor, cycleId: string, orgId?: string): Promise<IntentWithAccount[]> {
   return executor
     .select({ intent: vaultIntents, externalId: accounts.externalId })
     .from(vaultIntents)
     .innerJoin(accounts, eq(accounts.id, vaultIntents.accountId))
-    .where(and(eq(vaultIntents.cycleId, cycleId), eq(vaultIntents.state, 'confirmed')))
+    .where(and(eq(vaultIntents.cycleId, cycleId), eq(vaultIntents.state, 'confirmed'), orgId === undefined ? undefined : eq(vaultIntents.orgId, orgId)))
     .orderBy(asc(vaultIntents.id))
     .then((rows) => rows.map((row) => ({ ...row.intent, externalId: row.externalId })))
 }
@@ -117,13 +117,29 @@ export interface CycleOutcome {
  * given as data (`updates`): settled ones with shares, amount and payout; rolled-back ones cancelled.
  */
 export async function finishCycle(tx: Transaction, cycleId: string, outcome: CycleOutcome, updates: IntentUpdate[]): Promise<boolean> {
+  if (!(await markFinished(tx, cycleId, outcome, updates.length))) return false
+  // Every intent read when the cycle was closed must move now; anything else is a bug, and failing
+  // here rolls the whole settlement back.
+  const moved = await moveIntents(tx, cycleId, updates, outcome.finishedAt)
+  if (moved !== updates.length) throw new Error(`cycle ${cycleId}: ${moved} of ${updates.length} intents moved`)
+  return true
+}
+
+/** The cycle's row alone moved to its outcome, if it is still closed (a cluster's settlement, after every organization's part). */
+export async function markFinished(tx: Transaction, cycleId: string, outcome: CycleOutcome, intents: number): Promise<boolean> {
   const [cycle] = await tx
     .update(vaultCycles)
-    .set({ state: outcome.state, finishedAt: outcome.finishedAt, price: outcome.price, totalAmount: outcome.totalAmount, totalShares: outcome.totalShares, fee: outcome.fee, intents: updates.length })
+    .set({ state: outcome.state, finishedAt: outcome.finishedAt, price: outcome.price, totalAmount: outcome.totalAmount, totalShares: outcome.totalShares, fee: outcome.fee, intents })
     .where(and(eq(vaultCycles.id, cycleId), eq(vaultCycles.state, 'closed')))
     .returning({ id: vaultCycles.id })
-  if (!cycle) return false
-  // In slices, so no one statement (and no one step of this thread building it) grows with the cycle.
+  return cycle !== undefined
+}
+
+/**
+ * Moves intents of a cycle that are still confirmed as `updates` says, in slices (so no one
+ * statement, and no one step of this thread building it, grows with the cycle); answers how many moved.
+ */
+export async function moveIntents(tx: Transaction, cycleId: string, updates: IntentUpdate[], at: Date): Promise<number> {
   let moved = 0
   for (let from = 0; from < updates.length; from += INTENT_UPDATES_PER_STATEMENT) {
     const slice = updates.slice(from, from + INTENT_UPDATES_PER_STATEMENT)
@@ -131,16 +147,38 @@ export async function finishCycle(tx: Transaction, cycleId: string, outcome: Cyc
       tx,
       sql`with x as (select * from jsonb_to_recordset(${JSON.stringify(slice)}::jsonb) as x(id text, state text, reason text, amount numeric, shares numeric, payout text)),
           u as (update vault_intents i set state = x.state, reason = x.reason, amount = coalesce(x.amount, i.amount), shares = coalesce(x.shares, i.shares),
-                  payout = coalesce(x.payout, i.payout), settled_at = case when x.state = 'settled' then ${isoOf(outcome.finishedAt)}::timestamptz else null end
+                  payout = coalesce(x.payout, i.payout), settled_at = case when x.state = 'settled' then ${isoOf(at)}::timestamptz else null end
                 from x where i.id = x.id and i.state = 'confirmed' and i.cycle_id = ${cycleId} returning 1)
           select count(*)::text as count from u`,
     )
     moved += Number(rows[0]?.count)
   }
-  // Every intent read when the cycle was closed must move now; anything else is a bug, and failing
-  // here rolls the whole settlement back.
-  if (moved !== updates.length) throw new Error(`cycle ${cycleId}: ${moved} of ${updates.length} intents moved`)
-  return true
+  return moved
+}
+
+/** The organizations with intents still confirmed in a cycle (the parts of a cluster's settlement left to carry out). */
+export async function orgsWithConfirmedIntents(executor: Executor, cycleId: string): Promise<string[]> {
+  const rows = await executor
+    .selectDistinct({ orgId: vaultIntents.orgId })
+    .from(vaultIntents)
+    .where(and(eq(vaultIntents.cycleId, cycleId), eq(vaultIntents.state, 'confirmed')))
+    .orderBy(asc(vaultIntents.orgId))
+  return rows.map((row) => row.orgId)
+}
+
+/**
+ * The intents a resolution moved (settled, or cancelled by the roll back) with their accounts'
+ * external ids: planned again at the recorded price, they give the cycle's totals.
+ */
+export async function resolvedIntents(executor: Executor, cycleId: string, resolution: 'settle' | 'rollback'): Promise<IntentWithAccount[]> {
+  const moved = resolution === 'settle' ? eq(vaultIntents.state, 'settled') : and(eq(vaultIntents.state, 'cancelled'), eq(vaultIntents.reason, 'rollback'))
+  return executor
+    .select({ intent: vaultIntents, externalId: accounts.externalId })
+    .from(vaultIntents)
+    .innerJoin(accounts, eq(accounts.id, vaultIntents.accountId))
+    .where(and(eq(vaultIntents.cycleId, cycleId), moved))
+    .orderBy(asc(vaultIntents.id))
+    .then((rows) => rows.map((row) => ({ ...row.intent, externalId: row.externalId })))
 }
 
 export interface IntentUpdate {

@@ -1,4 +1,5 @@
 import { Elysia, t } from 'elysia'
+import { ApiError } from '../../lib/errors.ts'
 import { IdParams } from '../../lib/params.ts'
 import type { AccessPlugin } from '../../platform/access.ts'
 import type { OperatorIdempotencyPlugin } from '../../platform/operator-idempotency.ts'
@@ -80,12 +81,20 @@ const CycleParams = t.Object({ id: t.String({ maxLength: 64 }) })
 const AUDIT_DOC =
   'Recorded in the operator audit trail (GET /ops/v1/operator-actions) with the operator named (body operator, "operator" when left out) and the fingerprint of the token used, and emitted as a platform-wide operator.action event, in the same commit as the change; a repeat that changes nothing is recorded too (detail.changed false), a refusal with its error code and no event.'
 
+/** Cluster mode: who may ask for an organization's part of a cycle (this server itself, or another server of the cluster). */
+export interface CyclePartsAccess {
+  authorized(request: Request): boolean
+}
+
+const PartParams = t.Object({ id: t.String({ maxLength: 64 }), orgId: t.String({ maxLength: 64 }) })
+
 export function earningOpsRoutes(idempotent: OperatorIdempotencyPlugin, cycles: Cycles, listCycles: (vaultId: string) => Promise<unknown[]>, cycleIntents: (cycleId: string) => Promise<CycleIntentsView>,
   audit: AuditOperatorAction,
+  parts?: CyclePartsAccess,
 ) {
   const act = async (kind: 'close' | 'settle' | 'rollback', cycleId: string, operator: string | undefined) =>
     cycles.view(await audit({ operator: operator ?? 'operator', action: `vault_cycle.${kind}`, targetId: cycleId, orgId: null, detail: {} }, (alongside) => cycles[kind](cycleId, alongside)))
-  return new Elysia({ name: 'kassa/ops-earning', prefix: '/ops/v1' })
+  const routes = new Elysia({ name: 'kassa/ops-earning', prefix: '/ops/v1' })
     .use(idempotent)
     .get('/vaults/:id/cycles', async ({ params }) => ({ cycles: (await listCycles(params.id)) as never[] }), {
       params: CycleParams,
@@ -128,4 +137,16 @@ export function earningOpsRoutes(idempotent: OperatorIdempotencyPlugin, cycles: 
       response: t.Object({ settled: t.Integer() }),
       detail: ops('Run the cadence step now', 'Closes and settles every cycle whose vault cadence has elapsed (what the cycle worker does each pass).'),
     })
+  if (parts === undefined) return routes
+  // Cluster mode only, and only between the servers of the cluster: one organization's part of a
+  // cycle's decided settlement or roll back, answered by the organization's owner (the gate
+  // forwards it there). Not part of the operator API.
+  return routes.post(
+    '/vault-cycles/:id/parts/:orgId',
+    async ({ params, request }) => {
+      if (!parts.authorized(request)) throw new ApiError('not_found', 'No such route', { field: 'path' })
+      return { cycleId: params.id, orgId: params.orgId, intents: await cycles.carryOutPart(params.id, params.orgId) }
+    },
+    { params: PartParams, response: t.Object({ cycleId: t.String(), orgId: t.String(), intents: t.Integer() }), detail: { hide: true } },
+  ) as unknown as typeof routes
 }

@@ -10,6 +10,7 @@ import type { VaultCatalog } from '../vaults/service.ts'
 import type { SavePolicyInput, SavePolicyView } from './policy-model.ts'
 import * as repo from './policy-repo.ts'
 import type { Subscriptions } from './subscriptions.ts'
+import type { OwnedOrganizations } from '../../platform/ownership.ts'
 
 /** The event a skipped day sends (per account, to its organization). */
 export const SAVE_POLICY_SKIPPED = 'account.save_policy.skipped'
@@ -31,6 +32,8 @@ export interface SavePolicyDeps {
   clock: Clock
   vaults: VaultCatalog
   subscriptions: Subscriptions
+  /** In cluster mode, the organizations this server owns: a pass runs their policies only. */
+  ownedOrganizations?: OwnedOrganizations
 }
 
 export interface SavePolicyPass {
@@ -115,7 +118,7 @@ export class SavePolicies {
     const pass: SavePolicyPass = { subscribed: 0, skipped: 0, nothingToInvest: 0, failed: 0 }
     let after: { orgId: string; accountId: string } | undefined
     for (;;) {
-      const page = await repo.enabledPolicies(this.deps.db, after, POLICIES_PER_PAGE)
+      const page = await repo.enabledPolicies(this.deps.db, after, POLICIES_PER_PAGE, this.deps.ownedOrganizations)
       if (page.length === 0) return pass
       after = { orgId: page.at(-1)!.orgId, accountId: page.at(-1)!.accountId }
       const byOrg = new Map<string, repo.SavePolicyRecord[]>()

@@ -1,4 +1,4 @@
-import { and, asc, desc, eq, lte } from 'drizzle-orm'
+import { and, asc, desc, eq, isNull, lte } from 'drizzle-orm'
 import type { Executor } from '../../../db/client.ts'
 import { vaultCycles, vaultPrices, vaults } from '../../../db/schema/index.ts'
 import { newId } from '../../lib/ids.ts'
@@ -51,11 +51,27 @@ export function newCycle(vaultId: string, kind: CycleKind, number: number, opene
     totalShares: null,
     fee: null,
     intents: null,
+    resolution: null,
+    resolutionPrice: null,
+    resolutionDigest: null,
   }
 }
 
 export async function insertCycle(executor: Executor, row: CycleRecord): Promise<void> {
   await executor.insert(vaultCycles).values(row)
+}
+
+/**
+ * Records what will become of a closed cycle (cluster mode), once: answers the cycle as decided, by
+ * this call or by one before it, or undefined when it is no longer closed.
+ */
+export async function decideResolution(executor: Executor, id: string, resolution: 'settle' | 'rollback', price: bigint | null, digest: string | null): Promise<CycleRecord | undefined> {
+  await executor
+    .update(vaultCycles)
+    .set({ resolution, resolutionPrice: price, resolutionDigest: digest })
+    .where(and(eq(vaultCycles.id, id), eq(vaultCycles.state, 'closed'), isNull(vaultCycles.resolution)))
+  const row = await findCycle(executor, id)
+  return row?.state === 'closed' ? row : undefined
 }
 
 export async function findCycle(executor: Executor, id: string): Promise<CycleRecord | undefined> {
