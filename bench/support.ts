@@ -162,10 +162,10 @@ export interface Answer {
   body: any
 }
 
-export async function call(base: string, method: string, path: string, token: string, body?: unknown): Promise<Answer> {
+export async function call(base: string, method: string, path: string, token: string, body?: unknown, headers: Record<string, string> = {}): Promise<Answer> {
   const response = await fetch(`${base}${path}`, {
     method,
-    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', ...headers },
     body: body === undefined ? undefined : JSON.stringify(body),
   })
   return { status: response.status, body: await response.json() }
@@ -177,15 +177,29 @@ export interface BenchOrg {
   accounts: string[]
 }
 
+/**
+ * A setup write sent again, with one Idempotency-Key, while the answer is 503 (in cluster mode: the
+ * organization's owner is changing, "nothing was done; retry"), for at most 30 s.
+ */
+async function setupCall(base: string, method: string, path: string, token: string, body?: unknown): Promise<Answer> {
+  const headers = { 'idempotency-key': `bench-setup-${crypto.randomUUID()}` }
+  const deadline = performance.now() + 30_000
+  for (;;) {
+    const answer = await call(base, method, path, token, body, headers)
+    if (answer.status !== 503 || performance.now() > deadline) return answer
+    await Bun.sleep(50)
+  }
+}
+
 /** An organization with a test key, a raised rate limit, and funded accounts. */
 export async function createFundedOrg(base: string, name: string, accountCount: number, amount: string): Promise<BenchOrg> {
   const org = (await call(base, 'POST', '/ops/v1/orgs', OPERATOR_TOKEN, { name })).body
   const key = org.keys.find((entry: { type: string }) => entry.type === 'test').key as string
-  await call(base, 'PATCH', `/ops/v1/orgs/${org.id}/limits`, OPERATOR_TOKEN, { rateLimitPerMinute: 10_000_000 })
+  await setupCall(base, 'PATCH', `/ops/v1/orgs/${org.id}/limits`, OPERATOR_TOKEN, { rateLimitPerMinute: 10_000_000 })
   const accounts: string[] = []
   for (let index = 0; index < accountCount; index++) {
-    const id = (await call(base, 'POST', '/v1/accounts', key, { externalId: `${name}-${index}` })).body.id as string
-    const funded = await call(base, 'POST', `/v1/sandbox/accounts/${id}/fund`, key, { asset: 'USDC', amount })
+    const id = (await setupCall(base, 'POST', '/v1/accounts', key, { externalId: `${name}-${index}` })).body.id as string
+    const funded = await setupCall(base, 'POST', `/v1/sandbox/accounts/${id}/fund`, key, { asset: 'USDC', amount })
     if (funded.status !== 201 && funded.status !== 200) throw new Error(`funding failed: ${JSON.stringify(funded.body)}`)
     accounts.push(id)
   }
