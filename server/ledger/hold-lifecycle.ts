@@ -1,5 +1,6 @@
 import { assert } from '../lib/assert.ts'
-import { newPendingHold, PendingHolds, type PendingHold, type PendingHoldFields } from './pending-holds.ts'
+import { newPendingHold, type PendingHold, type PendingHoldFields } from './pending-hold.ts'
+import { PendingHolds } from './pending-holds.ts'
 
 /** What a ledger operation that closes a hold plugs in (see `HoldLifecycle.closing`). */
 export interface ClosingHooks {

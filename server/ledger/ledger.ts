@@ -8,7 +8,7 @@ import { AccountDirectory, type AccountRows } from './accounts.ts'
 import { assertZeroSum, deltasOf, HotBalances, type BalanceDelta, type HotBalance } from './hot-balances.ts'
 import { assertReservationRecord } from './journal.ts'
 import { HoldLifecycle } from './hold-lifecycle.ts'
-import type { PendingHold, PendingHoldFields } from './pending-holds.ts'
+import type { PendingHold, PendingHoldFields } from './pending-hold.ts'
 import { DEFAULT_ASSET_POLICIES, type AssetPolicy } from './policy.ts'
 import type { CommitFence } from './fence.ts'
 import type { GuardedWrite, LedgerOperation } from './operation.ts'
@@ -16,7 +16,7 @@ import { GroupCommitWriter } from './writer.ts'
 import { WriteSetRegistry, type WriteSet } from './write-sets.ts'
 
 export type { PendingHold }
-export { newPendingHold } from './pending-holds.ts'
+export { newPendingHold } from './pending-hold.ts'
 export type { ClosingHooks, HoldLifecycle } from './hold-lifecycle.ts'
 
 export interface LedgerOptions {

@@ -1,6 +1,7 @@
 import { describe, expect, test } from 'bun:test'
 import type { PendingHold } from '../../server/ledger/ledger.ts'
-import { newPendingHold, PendingHolds } from '../../server/ledger/pending-holds.ts'
+import { newPendingHold } from '../../server/ledger/pending-hold.ts'
+import { PendingHolds } from '../../server/ledger/pending-holds.ts'
 
 let counter = 0
 function hold(orgId: string, expiresAtMs: number): PendingHold {

@@ -1,7 +1,7 @@
 import { and, eq, inArray } from 'drizzle-orm'
 import type { Database } from '../../../db/client.ts'
 import { holds } from '../../../db/schema/index.ts'
-import type { PendingHoldFields } from '../../ledger/pending-holds.ts'
+import type { PendingHoldFields } from '../../ledger/pending-hold.ts'
 import { defineWriteSet } from '../../ledger/write-sets.ts'
 
 export type HoldRow = typeof holds.$inferInsert
