@@ -1,7 +1,8 @@
 import { Elysia } from 'elysia'
 import type { ApiError } from '../lib/errors.ts'
 import { principalOf, requireAccess, type Access, type Principal } from './auth.ts'
-import { jsonContentType, recordInlineFailure, REPLAYED_HEADER, runWithAnswerInCommit, type IdempotencyStore } from './idempotency.ts'
+import { REPLAYED_HEADER, type IdempotencyStore } from './idempotency.ts'
+import { jsonContentType, recordInlineFailure, runWithAnswerInCommit } from './idempotency-in-commit.ts'
 
 const STATE_CHANGING_METHODS = new Set(['POST', 'PATCH', 'PUT', 'DELETE'])
 

@@ -1,7 +1,8 @@
 import { Elysia } from 'elysia'
 import { IdParams } from '../../lib/params.ts'
 import type { AccessPlugin } from '../../platform/access.ts'
-import { OPERATOR_SCOPE, runWithAnswerInCommit, type IdempotencyStore } from '../../platform/idempotency.ts'
+import { type IdempotencyStore } from '../../platform/idempotency.ts'
+import { OPERATOR_SCOPE, runWithAnswerInCommit } from '../../platform/idempotency-in-commit.ts'
 import { apiDoc } from '../../platform/openapi.ts'
 import {
   AddressParams,

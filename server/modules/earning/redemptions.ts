@@ -1,6 +1,6 @@
 import { ApiError, invalid } from '../../lib/errors.ts'
 import { newId } from '../../lib/ids.ts'
-import { answerInCommit, forgetAnswerInCommit, writeWithAnswer } from '../../platform/idempotency.ts'
+import { answerInCommit, forgetAnswerInCommit, writeWithAnswer } from '../../platform/idempotency-in-commit.ts'
 import { formatAmount, parseAmount } from '../../lib/money.ts'
 import { assertCanSend } from '../../ledger/accounts.ts'
 import { requireAsset } from '../../lib/assets.ts'

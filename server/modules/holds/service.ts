@@ -13,7 +13,7 @@ import { assertWithinLimits } from '../transfers/fees.ts'
 import type { TransferExecutor } from '../transfers/service.ts'
 import type { CaptureHoldInput, CreateHoldInput, HoldView } from './model.ts'
 import type { HoldRecord } from './repo.ts'
-import { answerInCommit } from '../../platform/idempotency.ts'
+import { answerInCommit } from '../../platform/idempotency-in-commit.ts'
 import { holdRowsToWrite, releasePostings, type HoldRecords } from './state.ts'
 
 /** What the holds' rules read and move: the ledger, the organizations' clocks, the holds' records, and transfers (a capture is one). */

@@ -1,6 +1,7 @@
 import { Elysia, t } from 'elysia'
 import { PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX, PageLimitQuery } from '../../lib/pagination.ts'
-import { runOnceForOperator, type IdempotencyStore } from '../../platform/idempotency.ts'
+import { type IdempotencyStore } from '../../platform/idempotency.ts'
+import { runOnceForOperator } from '../../platform/idempotency-in-commit.ts'
 import { apiDoc } from '../../platform/openapi.ts'
 import {
   ChecklistBody,

@@ -1,5 +1,5 @@
 import type { Executor } from '../../../db/client.ts'
-import { writeWithAnswer } from '../../platform/idempotency.ts'
+import { writeWithAnswer } from '../../platform/idempotency-in-commit.ts'
 import { basisPointsCeil } from '../../ledger/policy.ts'
 import { ApiError, notFound } from '../../lib/errors.ts'
 import { newId } from '../../lib/ids.ts'

@@ -16,7 +16,7 @@ import type { HoldRecords } from '../holds/state.ts'
 import { planTransfer, type FeeModel, type TransferPlan } from './fees.ts'
 import type { CreateTransferInput, TransferView } from './model.ts'
 import * as repo from './repo.ts'
-import { answerInCommit } from '../../platform/idempotency.ts'
+import { answerInCommit } from '../../platform/idempotency-in-commit.ts'
 
 /** What transfers read and move: the ledger, the organizations' clocks, the database, and the holds a transfer may be paid from. */
 export interface TransfersDeps {

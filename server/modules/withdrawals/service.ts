@@ -1,6 +1,6 @@
 import type { Executor } from '../../../db/client.ts'
 import { assertCanSend } from '../../ledger/accounts.ts'
-import { answerInCommit } from '../../platform/idempotency.ts'
+import { answerInCommit } from '../../platform/idempotency-in-commit.ts'
 import { eventRow } from '../events/write-sets.ts'
 import { SYSTEM_ACCOUNTS, type Posting } from '../../ledger/hot-balances.ts'
 import type { LedgerOperation } from '../../ledger/writer.ts'
