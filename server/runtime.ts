@@ -20,7 +20,8 @@ import { BlocklistRule, Screening, type ScreeningRule } from './modules/screenin
 import { loadKeyCache, readKeyByHash, refreshCachedKey, refreshCachedOrg } from './modules/orgs/repo.ts'
 import { LoadShedder } from './platform/load-shedder.ts'
 import { LoopLag } from './platform/loop-lag.ts'
-import { createRateLimiter, type RateLimiter } from './platform/rate-limit-store.ts'
+import { PostgresRateLimiter } from './platform/rate-limit-postgres.ts'
+import { FailOpenRateLimiter, MemoryRateLimiter, type RateLimiter } from './platform/rate-limit-store.ts'
 import { CHANGE_CHANNEL, type ChangeNotice } from './platform/changes.ts'
 import { openCluster, type ClusterNode } from './cluster/index.ts'
 
@@ -119,7 +120,7 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
     db,
     clock,
     keys,
-    rateLimiter: createRateLimiter(config.rateLimitStore, db),
+    rateLimiter: config.rateLimitStore === 'postgres' ? new FailOpenRateLimiter(new PostgresRateLimiter(db)) : new MemoryRateLimiter(),
     loopLag,
     shedder,
     operatorToken: resolveOperatorToken(config),

@@ -1,14 +1,8 @@
 import { afterAll, beforeAll, describe, expect, spyOn, test } from 'bun:test'
 import { sql } from 'drizzle-orm'
 import { EMBEDDED_IN_MEMORY, openDatabase, queryRows, runMigrations, type Database } from '../../db/client.ts'
-import {
-  FailOpenRateLimiter,
-  LEASE_LIMIT_MIN,
-  LEASE_SHARE_MAX,
-  PostgresRateLimiter,
-  RATE_WINDOW_MS,
-  type RateDecision,
-} from '../../server/platform/rate-limit-store.ts'
+import { FailOpenRateLimiter, RATE_WINDOW_MS, type RateDecision } from '../../server/platform/rate-limit-store.ts'
+import { LEASE_LIMIT_MIN, LEASE_SHARE_MAX, PostgresRateLimiter } from '../../server/platform/rate-limit-postgres.ts'
 import { createTestDatabase, onPostgres, type TestDatabase } from '../support/db.ts'
 import { TcpProxy } from '../support/tcp-proxy.ts'
 
