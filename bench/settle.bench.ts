@@ -138,7 +138,7 @@ try {
   const settleMs = performance.now() - settleStarted
   settling = false
   const beside = await during
-  const report = await verifyLedger(kassa.runtime.db)
+  const report = await verifyLedger(kassa.runtime.db, kassa.runtime.ledger.journalSources)
   const [count] = await queryRows<{ count: string }>(kassa.runtime.db, sql`select count(*)::text as count from vault_intents where cycle_id = ${cycle.cycleId} and state = 'settled'`)
   await admin.end()
   const figures = {

@@ -13,7 +13,7 @@ import { DEFAULT_ASSET_POLICIES, type AssetPolicy } from './policy.ts'
 import type { CommitFence } from './fence.ts'
 import type { GuardedWrite, LedgerOperation } from './operation.ts'
 import { GroupCommitWriter } from './writer.ts'
-import { WriteSetRegistry, type WriteSet } from './write-sets.ts'
+import { WriteSetRegistry, type JournalSource, type WriteSet } from './write-sets.ts'
 
 export type { PendingHold }
 export { newPendingHold } from './pending-hold.ts'
@@ -110,6 +110,11 @@ export class Ledger {
    */
   registerWriteSets(sets: readonly WriteSet[]): void {
     this.writer.writeSets.register(sets)
+  }
+
+  /** The movements recorded by registered write sets' rows, for reading the journal (`verifyLedger`). */
+  get journalSources(): readonly JournalSource[] {
+    return this.writer.writeSets.journalSources
   }
 
   /**

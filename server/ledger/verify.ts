@@ -1,6 +1,7 @@
 import { sql } from 'drizzle-orm'
 import { queryRows, type Database } from '../../db/client.ts'
-import { JOURNAL_COUNTS, JOURNAL_LEGS } from './journal.ts'
+import { journalCounts, journalLegs } from './journal.ts'
+import type { JournalSource } from './write-sets.ts'
 
 export interface VerifyProblem {
   check: 'balance_matches_postings' | 'movement_sums_to_zero' | 'total_invariant' | 'customer_nonnegative'
@@ -25,7 +26,7 @@ const PROBLEMS_MAX = 100
  * added to the asset's total by the balances endpoint). Runs in one repeatable-read snapshot so
  * concurrent commits cannot skew it.
  */
-export async function verifyLedger(db: Database): Promise<VerifyReport> {
+export async function verifyLedger(db: Database, journal: readonly JournalSource[]): Promise<VerifyReport> {
   return db.transaction(
     async (tx) => {
       const problems: VerifyProblem[] = []
@@ -44,7 +45,7 @@ export async function verifyLedger(db: Database): Promise<VerifyReport> {
                   coalesce(sum(amount) filter (where bucket = 'available'), 0) as available,
                   coalesce(sum(amount) filter (where bucket = 'held'), 0) as held,
                   coalesce(sum(amount) filter (where bucket = 'in_flight'), 0) as in_flight
-                from ${JOURNAL_LEGS} as leg
+                from ${journalLegs(journal)} as leg
                 group by org_id, account_id, asset)
               select coalesce(b.org_id, s.org_id) as org_id, coalesce(b.account_id, s.account_id) as account_id,
                 coalesce(b.asset, s.asset) as asset,
@@ -86,7 +87,7 @@ export async function verifyLedger(db: Database): Promise<VerifyReport> {
       )
       const [counts] = await queryRows<{ balances: string; movements: string; postings: string }>(
         tx,
-        sql`select (select count(*) from ledger_balances) as balances, journal.movements, journal.postings from (${JOURNAL_COUNTS}) as journal`,
+        sql`select (select count(*) from ledger_balances) as balances, journal.movements, journal.postings from (${journalCounts(journal)}) as journal`,
       )
       return {
         ok: problems.length === 0,

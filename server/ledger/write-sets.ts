@@ -1,3 +1,4 @@
+import type { SQL } from 'drizzle-orm'
 import type { PgTable } from 'drizzle-orm/pg-core'
 import { upsertTail } from '../../db/bulk.ts'
 import { assert, AssertionError } from '../lib/assert.ts'
@@ -50,6 +51,22 @@ export interface WriteSet {
    * statement writing the same row would fail the batch.
    */
   readonly disjointFrom?: string
+  /**
+   * For a write set of `recordingMovement` operations: the movements its rows record, as the
+   * journal reads them (server/ledger/journal.ts).
+   */
+  readonly journal?: JournalSource
+}
+
+/**
+ * Movements recorded by a module's rows instead of `ledger_movements` rows, in SQL over the
+ * module's table: `legs` selects (org_id, account_id, bucket, asset, amount) for every leg,
+ * `movements` selects their number as one value, and each has `legsPerMovement` legs.
+ */
+export interface JournalSource {
+  readonly legs: SQL
+  readonly movements: SQL
+  readonly legsPerMovement: number
 }
 
 /** A write set with its table's row type checked against its field's (`WriteSetRows`). */
@@ -109,6 +126,11 @@ export class WriteSetRegistry {
   /** In statement order. */
   get all(): readonly CompiledWriteSet[] {
     return this.sets
+  }
+
+  /** The movements recorded by rows of registered write sets (see `WriteSet.journal`). */
+  get journalSources(): readonly JournalSource[] {
+    return this.sets.flatMap((set) => (set.journal === undefined ? [] : [set.journal]))
   }
 
   /** The rows an operation carries in write sets that record its movement (`recordingMovement`). */

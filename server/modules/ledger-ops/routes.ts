@@ -58,7 +58,7 @@ function ledgerOpsRoutes(deps: LedgerOpsDeps) {
     return { id: entry.id, orgId: entry.orgId, status: entry.status }
   }
   return new Elysia({ name: 'kassa/ops-ledger', prefix: '/ops/v1' })
-    .get('/ledger/verify', () => verifyLedger(deps.db), {
+    .get('/ledger/verify', () => verifyLedger(deps.db, deps.ledger.journalSources), {
       response: VerifyReportSchema,
       detail: doc(
         'Prove the ledger over the whole database',
