@@ -13,7 +13,7 @@
  * embedded database's memory").
  */
 import { createHash } from 'node:crypto'
-import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { PGlite } from '@electric-sql/pglite'
@@ -56,6 +56,29 @@ export function migrationsHash(folder: string): string {
 /** The migrated data directory for the migrations in `migrationsFolder`. */
 export function migratedTemplatePath(migrationsFolder: string): string {
   return join(templateFolder(), `migrated-${pgliteVersion()}-${migrationsHash(migrationsFolder)}.tar`)
+}
+
+/** Migrated templates of other migrations kept besides the current one (another checkout may use them again). */
+const OTHER_MIGRATED_KEPT = 2
+
+/**
+ * Removes migrated templates of other migrations but the newest few (by when they were written),
+ * once `current` was made: without it each change of the migrations would leave one more tar in
+ * the temporary folder. A process reading one keeps its open file; one that finds its template
+ * gone makes it again.
+ */
+export function pruneMigratedTemplates(current: string, folder = templateFolder()): void {
+  try {
+    const others = readdirSync(folder)
+      .filter((name) => /^migrated-.*\.tar$/.test(name))
+      .map((name) => join(folder, name))
+      .filter((path) => path !== current)
+      .map((path) => ({ path, writtenMs: statSync(path).mtimeMs }))
+      .sort((left, right) => right.writtenMs - left.writtenMs)
+    for (const { path } of others.slice(OTHER_MIGRATED_KEPT)) rmSync(path, { force: true })
+  } catch {
+    // Housekeeping only: a template left behind costs disk space, nothing else.
+  }
 }
 
 /** Runs `db/pglite-init.ts` with `args` in a child process; throws if it fails. */

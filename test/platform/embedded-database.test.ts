@@ -1,10 +1,10 @@
 import { afterAll, describe, expect, test } from 'bun:test'
-import { appendFileSync, cpSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { appendFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { sql } from 'drizzle-orm'
 import { EMBEDDED_IN_MEMORY, migrationsFolder, openDatabase, openPgliteFromTemplate, queryRows } from '../../db/client.ts'
-import { migrationsHash } from '../../db/pglite-template.ts'
+import { migrationsHash, pruneMigratedTemplates } from '../../db/pglite-template.ts'
 
 const scratch = mkdtempSync(join(tmpdir(), 'kassa-embedded-'))
 afterAll(() => rmSync(scratch, { recursive: true, force: true }))
@@ -89,6 +89,21 @@ describe('the embedded database', () => {
     appendFileSync(join(changed, firstMigrationFile(changed)), '\n-- changed\n')
     expect(migrationsHash(changed)).not.toBe(migrationsHash(migrationsFolder))
   }, 60_000)
+
+  test('a new migrated template removes those of other migrations but the two written last; the initdb template stays', () => {
+    const folder = join(scratch, 'pruned')
+    mkdirSync(folder, { recursive: true })
+    const at = (minutesAgo: number) => new Date(Date.now() - minutesAgo * 60_000)
+    const names = ['migrated-0.5.16-aaaa.tar', 'migrated-0.5.16-bbbb.tar', 'migrated-0.5.16-cccc.tar', 'migrated-0.5.15-dddd.tar', 'datadir-0.5.16.tar']
+    names.forEach((name, index) => {
+      writeFileSync(join(folder, name), 'tar')
+      utimesSync(join(folder, name), at(10 * (index + 1)), at(10 * (index + 1)))
+    })
+    const current = join(folder, 'migrated-0.5.16-eeee.tar')
+    writeFileSync(current, 'tar')
+    pruneMigratedTemplates(current, folder)
+    expect(readdirSync(folder).sort()).toEqual(['datadir-0.5.16.tar', 'migrated-0.5.16-aaaa.tar', 'migrated-0.5.16-bbbb.tar', 'migrated-0.5.16-eeee.tar'])
+  })
 
   test('a missing template is made; a damaged one is made again', async () => {
     const template = join(scratch, 'templates', 'datadir.tar')

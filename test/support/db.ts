@@ -43,7 +43,15 @@ export async function createTestDatabase(options: TestDatabaseOptions = {}): Pro
   const admin = postgres(serverUrl, { max: 1, onnotice: () => {} })
   try {
     if (options.bare === true) await admin.unsafe(`create database "${name}"`)
-    else await admin.unsafe(`create database "${name}" template "${await migratedTemplateDatabase(serverUrl)}"`)
+    else {
+      const template = await migratedTemplateDatabase(serverUrl)
+      await admin.unsafe(`create database "${name}" template "${template}"`).catch(async (error: unknown) => {
+        // Another checkout's test process removed it as an old template (see `makeTemplateDatabase`): made again.
+        if ((error as { code?: string }).code !== '3D000') throw error
+        templateName = undefined
+        await admin.unsafe(`create database "${name}" template "${await migratedTemplateDatabase(serverUrl)}"`)
+      })
+    }
   } finally {
     await admin.end()
   }
@@ -87,6 +95,25 @@ function migratedTemplateDatabase(url: string): Promise<string> {
   return templateName
 }
 
+/** Templates of other migrations kept besides the current one (a checkout of another branch may use them again). */
+const OTHER_TEMPLATES_KEPT = 2
+
+/**
+ * Drops the templates of other migrations but the newest few, under the template lock, once a new
+ * one was made: without it each change of the migrations would leave one more on the server. One
+ * in use by another process's `create database` is left (the drop fails); a process that finds its
+ * template gone makes it again.
+ */
+async function dropOldTemplates(admin: postgres.Sql, current: string): Promise<void> {
+  const others = await admin<{ datname: string; made: string | null }[]>`
+    select datname, shobj_description(oid, 'pg_database') as made from pg_database
+    where datname ~ '^kassa_template_[0-9a-f]{16}$' and datname <> ${current}`
+  const newestFirst = others.sort((left, right) => (right.made ?? '').localeCompare(left.made ?? ''))
+  for (const { datname } of newestFirst.slice(OTHER_TEMPLATES_KEPT)) {
+    await admin.unsafe(`drop database if exists "${datname}"`).catch(() => {})
+  }
+}
+
 async function makeTemplateDatabase(url: string, name: string): Promise<string> {
   const admin = postgres(url, { max: 1, onnotice: () => {} })
   try {
@@ -105,6 +132,8 @@ async function makeTemplateDatabase(url: string, name: string): Promise<string> 
         await handle.close()
       }
       await admin.unsafe(`alter database "${scratch}" rename to "${name}"`)
+      await admin.unsafe(`comment on database "${name}" is 'kassa test template, made ${new Date().toISOString()}'`)
+      await dropOldTemplates(admin, name)
     }
     await admin`select pg_advisory_unlock(${TEMPLATE_LOCK_ID})`
     return name
