@@ -37,7 +37,7 @@
  */
 import { EMBEDDED_IN_MEMORY, openDatabase, type DatabaseHandle } from '../db/client.ts'
 import { createApp } from '../server/app.ts'
-import { configForTests } from '../server/config.ts'
+import { configForTests } from '../test/support/config.ts'
 import { createBenchDatabase, inProcessFundedOrg, mainThreadCpuMs, skipLedgerWrites, type BenchDatabase } from './support.ts'
 
 const DURATION_MS = Number(process.env.AUTHCPU_DURATION_MS ?? 3000)

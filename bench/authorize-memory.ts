@@ -14,7 +14,7 @@
  */
 import { heapStats } from 'bun:jsc'
 import { createApp } from '../server/app.ts'
-import { configForTests } from '../server/config.ts'
+import { configForTests } from '../test/support/config.ts'
 import { createBenchDatabase } from './support.ts'
 
 const COUNT = Number(process.env.AUTHMEM_COUNT ?? 40_000)

@@ -16,7 +16,7 @@
  */
 import postgres from 'postgres'
 import { createApp } from '../server/app.ts'
-import { configForTests } from '../server/config.ts'
+import { configForTests } from '../test/support/config.ts'
 import { WRITER_PLANNER } from '../db/client.ts'
 import type { TextStatement } from '../db/bulk.ts'
 import { createBenchDatabase, processCpuMs } from './support.ts'

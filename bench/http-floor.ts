@@ -114,7 +114,7 @@ async function serve(kind: string): Promise<void> {
 async function serveKassa(kind: 'kassa' | 'kassa-route' | 'kassa-hooks' | 'kassa-shed'): Promise<Ready> {
   const { EMBEDDED_IN_MEMORY, openDatabase } = await import('../db/client.ts')
   const { createApp } = await import('../server/app.ts')
-  const { configForTests } = await import('../server/config.ts')
+  const { configForTests } = await import('../test/support/config.ts')
   const databaseUrl = process.env.HTTP_FLOOR_CHILD_DATABASE_URL
   const database = databaseUrl === undefined ? await openDatabase({ databaseUrl: undefined, embeddedPath: EMBEDDED_IN_MEMORY, poolMax: 1 }) : undefined
   const kassa = await createApp(configForTests({ rateLimitStore: 'memory', webhookDelivery: false, databaseUrl }), database === undefined ? {} : { database })

@@ -23,7 +23,7 @@ import postgres from 'postgres'
 import { sql } from 'drizzle-orm'
 import { queryRows } from '../db/client.ts'
 import { createApp } from '../server/app.ts'
-import { configForTests } from '../server/config.ts'
+import { configForTests } from '../test/support/config.ts'
 import { verifyLedger } from '../server/ledger/verify.ts'
 import { createBenchDatabase, inProcessFundedOrg, percentile, round2 } from './support.ts'
 

@@ -14,7 +14,7 @@ import { bulkInsert } from '../db/bulk.ts'
 import { openDatabase, queryRows } from '../db/client.ts'
 import { events, statements } from '../db/schema/index.ts'
 import { createApp } from '../server/app.ts'
-import { configForTests } from '../server/config.ts'
+import { configForTests } from '../test/support/config.ts'
 import { createBenchDatabase } from './support.ts'
 
 const ACCOUNTS = Number(process.env.BENCH_ACCOUNTS ?? 100_000)

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { createApp, type Kassa } from '../../server/app.ts'
-import { configForTests } from '../../server/config.ts'
+import { configForTests } from '../support/config.ts'
 import { SYSTEM_ACCOUNTS } from '../../server/ledger/hot-balances.ts'
 import { parseAddress } from '../../server/modules/chain/addresses.ts'
 import { expectVerified, ledgerFixture, type LedgerFixture } from '../ledger/support.ts'

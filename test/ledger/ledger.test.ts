@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { sql } from 'drizzle-orm'
 import { queryRows } from '../../db/client.ts'
 import { createApp } from '../../server/app.ts'
-import { configForTests } from '../../server/config.ts'
+import { configForTests } from '../support/config.ts'
 import { startTestApp, type TestApp } from '../support/app.ts'
 import { expectRefusedWithoutChange, expectVerified, ledgerFixture, ledgerRowCounts, refusal, type LedgerFixture } from './support.ts'
 

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import type { Subprocess } from 'bun'
 import { createApp, type Kassa } from '../../server/app.ts'
-import { configForTests } from '../../server/config.ts'
+import { configForTests } from '../support/config.ts'
 import { RATE_WINDOW_MS } from '../../server/platform/rate-limit-store.ts'
 import { createTestDatabase, onPostgres, type TestDatabase } from '../support/db.ts'
 

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { sql } from 'drizzle-orm'
 import { createApp, type Kassa } from '../../server/app.ts'
-import { configForTests } from '../../server/config.ts'
+import { configForTests } from '../support/config.ts'
 import { CHANGE_CHANNEL } from '../../server/platform/changes.ts'
 import { ONBOARDING_ITEMS } from '../../server/modules/orgs/model.ts'
 import { startTestApp, type TestApp, type TestOrg, type TestResponse } from '../support/app.ts'

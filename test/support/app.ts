@@ -1,5 +1,6 @@
 import { createApp, type Kassa } from '../../server/app.ts'
-import { configForTests, type Config } from '../../server/config.ts'
+import { type Config } from '../../server/config.ts'
+import { configForTests } from './config.ts'
 import type { RuntimeOptions } from '../../server/runtime.ts'
 import { createTestDatabase, type TestDatabase } from './db.ts'
 
