@@ -434,7 +434,8 @@ describe('idempotency on the hot path (the record commits with the authorization
     let first: Promise<TestResponse>
     try {
       first = authorizeWithKey('auth-concurrent-1', '1')
-      await Bun.sleep(20)
+      // The first holds its key once its batch is in flight (held by the stalled writer).
+      await eventually(() => release.held() > 0, { what: 'the first authorization in flight' })
       const second = await authorizeWithKey('auth-concurrent-1', '1')
       expect(second.status).toBe(409)
       expect(second.body.error.code).toBe('idempotency_in_progress')
@@ -486,7 +487,7 @@ describe('fail closed', () => {
     try {
       const first = send('2')
       // Its commit is held: it waits on its budget (50 ms here, the budget less its answer margin).
-      await Bun.sleep(10)
+      await eventually(() => release.held() > 0, { what: 'the first authorization in flight' })
       let timerRan = false
       let answeredBeforeAnyTimer: boolean | undefined
       void first.then(() => (answeredBeforeAnyTimer = !timerRan))
@@ -550,7 +551,7 @@ describe('fail closed while queued', () => {
       // follow it (pipelined behind it while it is young, or queued once it is overdue), and the
       // second waits in the queue behind them all.
       const firstAnswer = authorize('5')
-      await Bun.sleep(10)
+      await eventually(() => release.held() > 0, { what: 'the first authorization in flight' })
       const inFlightAnswers: Array<Promise<TestResponse>> = []
       for (let sent = 1; sent < app.kassa.runtime.ledger.writer.pipelineDepth; sent++) {
         inFlightAnswers.push(authorize('1'))
@@ -618,7 +619,7 @@ describe('a spent budget', () => {
       const fundings: Array<Promise<void>> = []
       for (let sent = 0; sent < writer.pipelineDepth; sent++) {
         fundings.push(fx.fund(payer, '1'))
-        await Bun.sleep(10)
+        await eventually(() => writer.inFlightCount() + writer.pendingCount() > sent, { what: `funding ${sent + 1} at the writer` })
       }
       funding = Promise.all(fundings).then(() => undefined)
       expect(writer.inFlightCount() + writer.pendingCount()).toBe(writer.pipelineDepth)

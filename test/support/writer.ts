@@ -3,23 +3,29 @@ import type { GroupCommitWriter } from '../../server/ledger/writer.ts'
 import type { Kassa } from '../../server/app.ts'
 import { eventually } from './eventually.ts'
 
+/** Lets held calls through (see `holdCalls`); `held()` counts the calls held so far. */
+export type Release = (() => void) & { held(): number }
+
 /**
  * Holds every call of `target[method]` (an async method) until the returned function is called,
  * then lets them run in the order they were made, and puts the method back.
  */
-export function holdCalls(target: object, method: string): () => void {
+export function holdCalls(target: object, method: string): Release {
   const internals = target as Record<string, (...args: unknown[]) => Promise<unknown>>
   const real = internals[method]!
   let open!: () => void
+  let held = 0
   const gate = new Promise<void>((resolve) => (open = resolve))
   internals[method] = async (...args: unknown[]) => {
+    held += 1
     await gate
     return real.apply(target, args)
   }
-  return () => {
+  const release = () => {
     open()
     internals[method] = real
   }
+  return Object.assign(release, { held: () => held })
 }
 
 /**
@@ -27,7 +33,7 @@ export function holdCalls(target: object, method: string): () => void {
  * returned function is called, as a slow database would: batches are sent as usual and stay in
  * flight. Released in order, as Postgres answers one connection's statements.
  */
-export function stallWriter(writer: GroupCommitWriter): () => void {
+export function stallWriter(writer: GroupCommitWriter): Release {
   return holdCalls(writer, 'execute')
 }
 
