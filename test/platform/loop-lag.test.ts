@@ -12,10 +12,12 @@ describe('event-loop lag', () => {
         // Holds the event loop, as a burst of synchronous work would.
       }
       await Bun.sleep(20)
-      expect(lag.currentMs()).toBeGreaterThanOrEqual(60)
-      // Two windows of 200 ms later the block is no longer reported.
+      const reported = lag.currentMs()
+      expect(reported).toBeGreaterThanOrEqual(60)
+      // Two windows of 200 ms later the block is no longer reported. A machine other processes keep
+      // busy may make a lateness of its own meanwhile, but hardly one as long as the block.
       await Bun.sleep(500)
-      expect(lag.currentMs()).toBeLessThan(60)
+      expect(lag.currentMs()).toBeLessThan(reported)
     } finally {
       lag.stop()
     }
