@@ -137,15 +137,7 @@ export class Cycles {
     const cycle = await this.close(cycleId)
     if (cycle.state === 'settled') return cycle
     if (cycle.state === 'rolled_back') throw new ApiError('conflict', `Cycle ${cycleId} was rolled back`, { field: 'cycleId' })
-    if (this.deps.parts) return this.resolveInParts(cycle, 'settle', alongside)
-    const vault = await this.deps.vaults.require(cycle.vaultId)
-    const now = this.deps.vaults.now()
-    const intents = await repo.confirmedIntents(this.deps.db, cycle.id)
-    const { price, digest } = await this.priceAndDigest(cycle, vault, intents, now)
-    const resolution: Resolution = { kind: 'settle', price, digest }
-    const plan = this.plan(cycle, vault, resolution, intents, now)
-    await this.commit(cycle, plan, outcomeOf(resolution, plan, now), this.cycleEvent(cycle, vault, resolution, plan, intents.length, now), alongside)
-    return this.require(cycleId)
+    return this.deps.parts ? this.resolveInParts(cycle, 'settle', alongside) : this.resolveAtOnce(cycle, 'settle', alongside)
   }
 
   /** Rolls back an open or closed cycle: every intent cancelled (reason rollback), everything given back exactly. */
@@ -153,14 +145,18 @@ export class Cycles {
     const cycle = await this.close(cycleId)
     if (cycle.state === 'rolled_back') return cycle
     if (cycle.state === 'settled') throw new ApiError('conflict', `Cycle ${cycleId} is settled`, { field: 'cycleId' })
-    if (this.deps.parts) return this.resolveInParts(cycle, 'rollback', alongside)
+    return this.deps.parts ? this.resolveInParts(cycle, 'rollback', alongside) : this.resolveAtOnce(cycle, 'rollback', alongside)
+  }
+
+  /** On one server: the whole cycle in one transaction through the ledger (`commit`). */
+  private async resolveAtOnce(cycle: vaultsRepo.CycleRecord, kind: Resolution['kind'], alongside?: AlongsideWrite): Promise<vaultsRepo.CycleRecord> {
     const vault = await this.deps.vaults.require(cycle.vaultId)
     const now = this.deps.vaults.now()
     const intents = await repo.confirmedIntents(this.deps.db, cycle.id)
-    const resolution: Resolution = { kind: 'rollback', price: null, digest: null }
+    const resolution: Resolution = kind === 'settle' ? { kind, ...(await this.priceAndDigest(cycle, vault, intents, now)) } : { kind, price: null, digest: null }
     const plan = this.plan(cycle, vault, resolution, intents, now)
     await this.commit(cycle, plan, outcomeOf(resolution, plan, now), this.cycleEvent(cycle, vault, resolution, plan, intents.length, now), alongside)
-    return this.require(cycleId)
+    return this.require(cycle.id)
   }
 
   /**
