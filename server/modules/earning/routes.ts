@@ -88,6 +88,9 @@ export interface CyclePartsAccess {
 
 const PartParams = t.Object({ id: t.String({ maxLength: 64 }), orgId: t.String({ maxLength: 64 }) })
 
+const CLUSTER_DOC =
+  'In cluster mode the outcome is decided once on the cycle (a settlement\'s price included) and carried out per organization by its owner; while an owner does not answer the call is 503 partner_unavailable, the cycle stays closed with its outcome decided (the opposite action is then conflict), and a retry, with the same Idempotency-Key or another, finishes it.'
+
 export function earningOpsRoutes(idempotent: OperatorIdempotencyPlugin, cycles: Cycles, listCycles: (vaultId: string) => Promise<unknown[]>, cycleIntents: (cycleId: string) => Promise<CycleIntentsView>,
   audit: AuditOperatorAction,
   parts?: CyclePartsAccess,
@@ -121,7 +124,7 @@ export function earningOpsRoutes(idempotent: OperatorIdempotencyPlugin, cycles: 
       response: Cycle,
       detail: ops(
         'Settle a cycle',
-        'Closes it if open, takes one fresh price from the venue and settles every intent in one transaction (vault.cycle.settled, one transaction.*.settled per intent). Settling a settled cycle changes nothing; a rolled-back one is conflict. ' + AUDIT_DOC + ' Honours Idempotency-Key (operator keys live apart from every organization\'s): a retry with the same key answers the first answer again.',
+        'Closes it if open, takes one fresh price from the venue and settles every intent in one transaction (vault.cycle.settled, one transaction.*.settled per intent). Settling a settled cycle changes nothing; a rolled-back one is conflict. ' + CLUSTER_DOC + ' ' + AUDIT_DOC + ' Honours Idempotency-Key (operator keys live apart from every organization\'s): a retry with the same key answers the first answer again.',
       ),
     })
     .post('/vault-cycles/:id/rollback', ({ params, body }) => act('rollback', params.id, body?.operator), {
@@ -130,7 +133,7 @@ export function earningOpsRoutes(idempotent: OperatorIdempotencyPlugin, cycles: 
       response: Cycle,
       detail: ops(
         'Roll back an open or closed cycle',
-        'Every intent cancelled with reason rollback and given back exactly (a subscription\'s whole amount, its fee included; a redemption\'s shares unlocked); vault.cycle.rolled_back. Repeating it changes nothing; a settled cycle is conflict. ' + AUDIT_DOC + ' Honours Idempotency-Key (operator keys live apart from every organization\'s): a retry with the same key answers the first answer again.',
+        'Every intent cancelled with reason rollback and given back exactly (a subscription\'s whole amount, its fee included; a redemption\'s shares unlocked); vault.cycle.rolled_back. Repeating it changes nothing; a settled cycle is conflict. ' + CLUSTER_DOC + ' ' + AUDIT_DOC + ' Honours Idempotency-Key (operator keys live apart from every organization\'s): a retry with the same key answers the first answer again.',
       ),
     })
     .post('/vault-cycles/run', async () => ({ settled: await cycles.runOnce() }), {
