@@ -22,10 +22,26 @@ export interface DueSweepOptions {
   minGapMs: number
   /** The wall clock the due times are read against (the runtime clock's, which tests can pin). */
   wallNowMs: () => number
+  /** The timer the next pass waits on: Node's, unref'd (the default), or one a test moves by hand. */
+  timers?: SweepTimers
+}
+
+export interface SweepTimers {
+  set(run: () => void, delayMs: number): unknown
+  clear(handle: unknown): void
+}
+
+const REAL_TIMERS: SweepTimers = {
+  set(run, delayMs) {
+    const timer = setTimeout(run, delayMs)
+    timer.unref?.()
+    return timer
+  },
+  clear: (handle) => clearTimeout(handle as ReturnType<typeof setTimeout>),
 }
 
 export class DueSweep {
-  private timer: ReturnType<typeof setTimeout> | undefined
+  private timer: unknown
   /** Wall-clock ms the timer is set for (Infinity: none). */
   private timerAt = Infinity
   private running: Promise<void> | undefined
@@ -35,10 +51,14 @@ export class DueSweep {
   private started = false
   private stopped = false
 
+  private readonly timers: SweepTimers
+
   constructor(
     private readonly options: DueSweepOptions,
     private readonly pass: () => Promise<number | undefined>,
-  ) {}
+  ) {
+    this.timers = options.timers ?? REAL_TIMERS
+  }
 
   start(): void {
     this.started = true
@@ -59,7 +79,7 @@ export class DueSweep {
 
   async stop(): Promise<void> {
     this.stopped = true
-    if (this.timer !== undefined) clearTimeout(this.timer)
+    if (this.timer !== undefined) this.timers.clear(this.timer)
     this.timer = undefined
     await this.running
   }
@@ -71,7 +91,7 @@ export class DueSweep {
    */
   async runOnce(): Promise<void> {
     while (this.running !== undefined) await this.running
-    if (this.timer !== undefined) clearTimeout(this.timer)
+    if (this.timer !== undefined) this.timers.clear(this.timer)
     this.timer = undefined
     this.fire()
     await this.running
@@ -86,10 +106,9 @@ export class DueSweep {
     if (this.stopped) return
     const at = Math.min(atMs, now + this.options.backstopMs)
     if (this.timer !== undefined && this.timerAt <= at) return
-    if (this.timer !== undefined) clearTimeout(this.timer)
+    if (this.timer !== undefined) this.timers.clear(this.timer)
     this.timerAt = at
-    this.timer = setTimeout(() => this.fire(), Math.max(0, at - now))
-    this.timer.unref?.()
+    this.timer = this.timers.set(() => this.fire(), Math.max(0, at - now))
   }
 
   private fire(): void {

@@ -1,22 +1,19 @@
 import { describe, expect, test } from 'bun:test'
 import { DueSweep, earliestWallMs } from '../../server/platform/due-sweep.ts'
-import { eventually } from '../support/eventually.ts'
+import { ManualTimers } from '../support/manual-timers.ts'
 
-/** A sweep over a real timer whose passes are recorded and answer what `next` says. */
+/** A sweep on timers the test moves by hand, whose passes are recorded (at the manual clock's time) and answer what `next` says. */
 function recorded(options: { backstopMs?: number; minGapMs?: number } = {}) {
+  const timers = new ManualTimers()
   const passes: number[] = []
   const state = { next: undefined as number | undefined, fail: false, hold: undefined as Promise<void> | undefined }
-  const sweep = new DueSweep({ name: 'test', backstopMs: options.backstopMs ?? 10_000, minGapMs: options.minGapMs ?? 0, wallNowMs: Date.now }, async () => {
-    passes.push(Date.now())
+  const sweep = new DueSweep({ name: 'test', backstopMs: options.backstopMs ?? 10_000, minGapMs: options.minGapMs ?? 0, wallNowMs: timers.now, timers }, async () => {
+    passes.push(timers.now())
     if (state.hold) await state.hold
     if (state.fail) throw new Error('the pass failed on purpose')
     return state.next
   })
-  return { sweep, passes, state }
-}
-
-async function until(condition: () => boolean, timeoutMs = 2000): Promise<void> {
-  await eventually(condition, { what: 'the sweep', timeoutMs, intervalMs: 5 })
+  return { sweep, passes, state, timers }
 }
 
 describe('DueSweep', () => {
@@ -39,102 +36,111 @@ describe('DueSweep', () => {
   })
 
   test('runs a pass at start, then when the work it reported falls due', async () => {
-    const { sweep, passes, state } = recorded()
-    const started = Date.now()
+    const { sweep, passes, state, timers } = recorded()
+    const started = timers.now()
     state.next = started + 150
     sweep.start()
-    await until(() => passes.length === 1)
+    await timers.advance(0)
+    expect(passes).toEqual([started])
     state.next = undefined
-    await until(() => passes.length === 2)
-    expect(passes[1]! - started).toBeGreaterThanOrEqual(145)
-    // Nothing pending and a long backstop: no further pass.
-    await Bun.sleep(200)
-    expect(passes.length).toBe(2)
+    await timers.advance(149)
+    expect(passes).toHaveLength(1)
+    await timers.advance(1)
+    expect(passes).toEqual([started, started + 150])
+    // Nothing pending and a long backstop: no further pass until the backstop.
+    await timers.advance(9_999)
+    expect(passes).toHaveLength(2)
     await sweep.stop()
   })
 
   test('with nothing pending it still runs once per backstop', async () => {
-    const { sweep, passes } = recorded({ backstopMs: 60 })
+    const { sweep, passes, timers } = recorded({ backstopMs: 60 })
     sweep.start()
-    await until(() => passes.length >= 4)
-    const gaps = passes.slice(1).map((at, index) => at - passes[index]!)
-    for (const gap of gaps) expect(gap).toBeGreaterThanOrEqual(55)
+    await timers.advance(180)
+    expect(passes.map((at) => at - passes[0]!)).toEqual([0, 60, 120, 180])
     await sweep.stop()
   })
 
   test('a wake brings the next pass forward; a later wake does not push it back', async () => {
-    const { sweep, passes } = recorded()
+    const { sweep, passes, timers } = recorded()
     sweep.start()
-    await until(() => passes.length === 1)
-    const woken = Date.now()
+    await timers.advance(0)
+    expect(passes).toHaveLength(1)
+    const woken = timers.now()
     sweep.wake(woken + 50)
     sweep.wake(woken + 5_000)
-    await until(() => passes.length === 2)
-    expect(passes[1]! - woken).toBeGreaterThanOrEqual(45)
-    expect(passes[1]! - woken).toBeLessThan(1_000)
+    await timers.advance(49)
+    expect(passes).toHaveLength(1)
+    await timers.advance(1)
+    expect(passes).toEqual([woken, woken + 50])
     await sweep.stop()
   })
 
   test('a wake for work due now during a pass runs another pass right after it, never two at once', async () => {
-    const { sweep, passes, state } = recorded()
+    const { sweep, passes, state, timers } = recorded()
     let release!: () => void
     state.hold = new Promise((resolve) => (release = resolve))
     sweep.start()
-    await until(() => passes.length === 1)
+    await timers.advance(0)
+    expect(passes).toHaveLength(1)
     expect(sweep.busy).toBe(true)
     sweep.wake()
     sweep.wake()
-    await Bun.sleep(30)
-    expect(passes.length).toBe(1)
+    await timers.advance(1_000)
+    expect(passes).toHaveLength(1)
     state.hold = undefined
     release()
-    await until(() => passes.length === 2)
-    await Bun.sleep(50)
-    expect(passes.length).toBe(2)
+    await timers.advance(0)
+    expect(passes).toHaveLength(2)
+    // The two wakes made one more pass, not two.
+    await timers.advance(5_000)
+    expect(passes).toHaveLength(2)
     await sweep.stop()
   })
 
   test('work reported as already due is swept again no sooner than the minimum gap', async () => {
-    const { sweep, passes, state } = recorded({ minGapMs: 80 })
+    const { sweep, passes, state, timers } = recorded({ minGapMs: 80 })
     state.next = 0
     sweep.start()
-    await until(() => passes.length >= 3)
+    await timers.advance(160)
     await sweep.stop()
-    const gaps = passes.slice(1).map((at, index) => at - passes[index]!)
-    for (const gap of gaps) expect(gap).toBeGreaterThanOrEqual(75)
+    expect(passes.map((at) => at - passes[0]!)).toEqual([0, 80, 160])
   })
 
   test('a failed pass is tried again within the backstop', async () => {
-    const { sweep, passes, state } = recorded({ backstopMs: 50 })
+    const { sweep, passes, state, timers } = recorded({ backstopMs: 50 })
     state.fail = true
     const errors: unknown[] = []
     const original = console.error
     console.error = (...args: unknown[]) => errors.push(args)
     try {
       sweep.start()
-      await until(() => passes.length >= 2)
+      await timers.advance(50)
     } finally {
       console.error = original
     }
     await sweep.stop()
-    expect(errors.length).toBeGreaterThanOrEqual(1)
+    expect(passes.map((at) => at - passes[0]!)).toEqual([0, 50])
+    expect(errors).toHaveLength(2)
   })
 
   test('stop waits for the pass under way and no pass runs after it', async () => {
-    const { sweep, passes, state } = recorded({ backstopMs: 20 })
+    const { sweep, passes, state, timers } = recorded({ backstopMs: 20 })
     let release!: () => void
     state.hold = new Promise((resolve) => (release = resolve))
     sweep.start()
-    await until(() => passes.length === 1)
+    await timers.advance(0)
+    expect(passes).toHaveLength(1)
     let stopped = false
     const stopping = sweep.stop().then(() => (stopped = true))
-    await Bun.sleep(20)
+    await timers.advance(20)
     expect(stopped).toBe(false)
     release()
     await stopping
     sweep.wake()
-    await Bun.sleep(60)
-    expect(passes.length).toBe(1)
+    await timers.advance(60)
+    expect(passes).toHaveLength(1)
+    expect(timers.nextAt).toBeUndefined()
   })
 })
 
