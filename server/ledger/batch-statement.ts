@@ -114,8 +114,8 @@ union all select 'refused', kassa_refuse(${fenced ? refusalWithFence(fence) : OU
 function writeSetEntries(ops: LedgerOperation[], set: CompiledWriteSet): Entry[] {
   const field = set.field
   const entries = entriesOf(ops, (op) => {
-    if (set.operations === 'recordingMovement' && op.recordedByPayment !== true) return undefined
-    if (set.operations === 'ownMovement' && op.recordedByPayment === true) return undefined
+    if (set.operations === 'recordingMovement' && op.recordedByRow !== true) return undefined
+    if (set.operations === 'ownMovement' && op.recordedByRow === true) return undefined
     return op[field] as Array<Record<string, unknown>> | undefined
   })
   return set.lastStatePerId ? lastStatePerId(entries) : entries
@@ -148,7 +148,7 @@ function movementRows(ops: LedgerOperation[]): Array<{ row: typeof ledgerMovemen
   const rows: Array<{ row: typeof ledgerMovements.$inferInsert; op: number }> = []
   for (let index = 0; index < ops.length; index++) {
     const op = ops[index]!
-    if (op.recordedByPayment !== true) rows.push({ row: movementRow(op), op: index })
+    if (op.recordedByRow !== true) rows.push({ row: movementRow(op), op: index })
   }
   return rows
 }

@@ -41,25 +41,25 @@ export interface ReservationRecord {
 }
 
 /**
- * An operation whose movement its payment row records must carry exactly what that row implies:
- * one payment holding a hold, and two legs moving its amount from the account's available to its
+ * An operation whose movement a row of its own records must carry exactly what that row implies:
+ * one row holding a hold, and two legs moving its amount from the account's available to its
  * held. Anything else would make the derived journal differ from what memory and the balances did.
  */
 export function assertReservationRecord(op: LedgerOperation, records: ReadonlyArray<Partial<ReservationRecord>>): void {
-  const payment = records.length === 1 ? records[0] : undefined
-  assert(payment !== undefined && typeof payment.holdId === 'string' && typeof payment.amount === 'bigint', 'a reservation recorded by its payment has one payment row with a hold and an amount')
+  const record = records.length === 1 ? records[0] : undefined
+  assert(record !== undefined && typeof record.holdId === 'string' && typeof record.amount === 'bigint', 'a reservation recorded by a row has one row with a hold and an amount')
   const [from, to] = op.postings
   assert(
     op.postings.length === 2 &&
       from!.bucket === 'available' &&
       to!.bucket === 'held' &&
-      from!.accountId === payment.accountId &&
-      to!.accountId === payment.accountId &&
-      from!.asset === payment.asset &&
-      to!.asset === payment.asset &&
-      from!.amountMinor === -payment.amount &&
-      to!.amountMinor === payment.amount &&
-      payment.orgId === op.orgId,
-    "a reservation recorded by its payment moves the payment's amount from its account's available to its held",
+      from!.accountId === record.accountId &&
+      to!.accountId === record.accountId &&
+      from!.asset === record.asset &&
+      to!.asset === record.asset &&
+      from!.amountMinor === -record.amount &&
+      to!.amountMinor === record.amount &&
+      record.orgId === op.orgId,
+    "a reservation recorded by a row moves the row's amount from its account's available to its held",
   )
 }

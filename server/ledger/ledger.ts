@@ -165,7 +165,7 @@ export class Ledger {
     this.admit?.(op.orgId)
     this.writer.writeSets.assertCarried(op)
     assertZeroSum(op.postings)
-    if (op.recordedByPayment) assertReservationRecord(op, this.writer.writeSets.movementRecords(op))
+    if (op.recordedByRow) assertReservationRecord(op, this.writer.writeSets.movementRecords(op))
     const deltas = deltasOf(op.orgId, op.postings, 1n)
     this.assertResident(deltas)
     const overdraft = this.balances.overdraftIn(deltas)
@@ -195,7 +195,7 @@ export class Ledger {
     const deltas = new Map<string, BalanceDelta>()
     for (const op of ops) this.admit?.(op.orgId)
     for (const op of ops) {
-      assert(op.recordedByPayment !== true && op.idempotencyRecord === undefined && op.guardedWrites === undefined, 'a bundled operation is a plain movement')
+      assert(op.recordedByRow !== true && op.idempotencyRecord === undefined && op.guardedWrites === undefined, 'a bundled operation is a plain movement')
       this.writer.writeSets.assertCarried(op)
       assertZeroSum(op.postings)
       deltasOf(op.orgId, op.postings, 1n, deltas)

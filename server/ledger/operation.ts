@@ -22,7 +22,7 @@ export interface IdempotencyAnswer {
  * sets it carries (`OperationRows`, for instance `payments: [row]`). The writer turns a batch of
  * these into one statement, so a batch of a hundred costs one round trip as a batch of one does.
  */
-export type LedgerOperation = OperationWrites & OperationRows & (OwnMovement | MovementInPayment)
+export type LedgerOperation = OperationWrites & OperationRows & (OwnMovement | MovementInRow)
 
 /** The movement is written as a row of its own in `ledger_movements` (its legs in its row). */
 export interface OwnMovement {
@@ -30,20 +30,22 @@ export interface OwnMovement {
   movementKind: string
   /** The resource that caused the movement (`tr_…`, `hold_…`, `pay_…`, a sandbox funding id). */
   reference: string
-  recordedByPayment?: undefined
+  recordedByRow?: undefined
 }
 
 /**
- * An authorization's reservation, recorded by the operation's own payment row instead of a row of
- * `ledger_movements`: that row already holds everything the movement would (organization, account,
- * asset, amount, time, and `hold_id`, set only on a payment whose reservation committed with it),
- * and a movement row cost Postgres a heap tuple and two index entries more per authorization. Its
- * two legs (amount from the account's available to its held) are derived from the payment wherever
- * the journal is read (`server/ledger/journal.ts`); the database refuses any change to those columns
- * once written (migration 0013). `Ledger.submit` checks the postings are exactly those legs.
+ * A movement recorded by a row the operation carries in a write set of `recordingMovement`
+ * operations instead of a row of `ledger_movements` (an authorization's reservation, by its payment
+ * row): that row already holds everything the movement would (organization, account, asset,
+ * amount, time, and the hold's id, set only when the reservation committed with it), and a
+ * movement row cost Postgres a heap tuple and two index entries more per authorization. Its two
+ * legs (amount from the account's available to its held) are read from the row wherever the
+ * journal is read (the write set's `journal`, server/ledger/journal.ts); the database refuses any
+ * change to those columns once written (migration 0013). `Ledger.submit` checks the postings are
+ * exactly those legs.
  */
-interface MovementInPayment {
-  recordedByPayment: true
+interface MovementInRow {
+  recordedByRow: true
 }
 
 /** Everything an operation writes and does besides its movement's own record. */

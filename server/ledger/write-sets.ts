@@ -42,7 +42,7 @@ export interface WriteSet {
   readonly lastStatePerId?: boolean
   /**
    * Which operations' rows it takes: every one (the default), only those whose movement its row
-   * records (`recordedByPayment`), or only the others.
+   * records (`recordedByRow`), or only the others.
    */
   readonly operations?: 'all' | 'recordingMovement' | 'ownMovement'
   /**
@@ -91,7 +91,7 @@ const OPERATION_FIELDS = new Set([
   'movementId',
   'movementKind',
   'reference',
-  'recordedByPayment',
+  'recordedByRow',
   'guardedWrites',
   'idempotencyRecord',
   'idempotencyAnswer',

@@ -131,7 +131,7 @@ describe("an authorization's reservation is recorded by its payment's row", () =
       { postings: legs(1_000_000n), payments: [{ ...payment, holdId: null }] },
       { postings: legs(1_000_000n), payments: [] },
     ]) {
-      expect(() => ledger.submit({ orgId: fx.org.id, recordedByPayment: true, createdAt: new Date(), ...op })).toThrow(AssertionError)
+      expect(() => ledger.submit({ orgId: fx.org.id, recordedByRow: true, createdAt: new Date(), ...op })).toThrow(AssertionError)
     }
     await ledger.drain()
     expect(await fx.balance(payer)).toEqual(balanceBefore)
@@ -154,7 +154,7 @@ describe("an authorization's reservation is recorded by its payment's row", () =
       { accountId: payer, kind: 'customer' as const, bucket: 'available' as const, asset: 'USDC', amountMinor: -1_000_000n },
       { accountId: payer, kind: 'customer' as const, bucket: 'held' as const, asset: 'USDC', amountMinor: 1_000_000n },
     ]
-    expect(await refusal(() => ledger.submit({ orgId: fx.org.id, recordedByPayment: true, createdAt: new Date(), postings, payments: [again] }))).toContain('payments_pkey')
+    expect(await refusal(() => ledger.submit({ orgId: fx.org.id, recordedByRow: true, createdAt: new Date(), postings, payments: [again] }))).toContain('payments_pkey')
     await ledger.drain()
     expect(await fx.balance(payer)).toEqual(balanceBefore)
     expect(await stored()).toEqual(rowBefore)

@@ -165,7 +165,7 @@ function reserve(core: PaymentsCore, payment: PaymentRow, info: AssetInfo, amoun
     orgId: payment.orgId,
     // The payment's row records the reservation's movement too: no row of `ledger_movements` is
     // written for it (`server/ledger/journal.ts`).
-    recordedByPayment: true,
+    recordedByRow: true,
     createdAt: now,
     deadline,
     postings: reservationPostings(hold),

@@ -12,7 +12,7 @@ declare module '../../ledger/write-sets.ts' {
 }
 
 /**
- * An authorization's reservation is recorded by its payment's row (`recordedByPayment` on the
+ * An authorization's reservation is recorded by its payment's row (`recordedByRow` on the
  * operation), not by a movement row: the row holds the account, asset, amount and time, and its
  * `hold_id` is set only on a payment whose reservation committed in the same statement. Its two
  * legs move the amount from the account's available to its held. Payments authorized before
