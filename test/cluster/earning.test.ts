@@ -1,14 +1,14 @@
 import { afterAll, beforeAll, expect, test } from 'bun:test'
-import { createTestDatabase, onPostgres, type TestDatabase } from '../support/db.ts'
+import { onPostgres } from '../support/db.ts'
 import { eventually } from '../support/eventually.ts'
-import { available, call, callUntilServed, clusterTable, OPERATOR_TOKEN, startMember, waitForSpread, waitServed, type Member } from './support.ts'
+import { available, call, callUntilServed, clusterOrg, OPERATOR_TOKEN, startCluster, verifiedEverywhere, waitServed, type Cluster, type Member } from './support.ts'
 
 // Earning across three real servers in cluster mode on one Postgres database: a cycle's
 // organizations are owned by different servers, and its settlement or roll back is carried out by
 // each owner, under its fence (docs/scale-out.md, "Earning in a cluster").
-let database: TestDatabase | undefined
+let cluster: Cluster | undefined
 let members: Member[] = []
-let table: ReturnType<typeof clusterTable> | undefined
+let table: Cluster['table'] | undefined
 /** Two organizations whose partitions are held by different servers, and the server that holds neither. */
 let orgs: Array<{ id: string; key: string; owner: Member }> = []
 let bystander: Member | undefined
@@ -17,17 +17,14 @@ const urls = () => members.map((member) => member.server.baseUrl)
 
 beforeAll(async () => {
   if (!onPostgres) return
-  database = await createTestDatabase()
-  members = await Promise.all(['a', 'b', 'c'].map((id) => startMember(database!.databaseUrl!, id, { EARNING_WORKER_INTERVAL_MS: '0' })))
-  table = clusterTable(database.databaseUrl!)
-  await waitForSpread(table, ['a', 'b', 'c'])
+  cluster = await startCluster({ EARNING_WORKER_INTERVAL_MS: '0' })
+  members = cluster.members
+  table = cluster.table
   const byOwner = new Map<string, { id: string; key: string; owner: Member }>()
   for (let index = 0; byOwner.size < 2 && index < 40; index++) {
-    const org = (await callUntilServed(urls()[0]!, OPERATOR_TOKEN, 'POST', '/ops/v1/orgs', { name: `Saver ${index}` })).body
+    const org = await clusterOrg(urls()[0]!, `Saver ${index}`)
     const holder = (await table.ownerOf(org.id)).holder!
-    if (byOwner.has(holder)) continue
-    const key = org.keys.find((entry: { type: string }) => entry.type === 'test').key
-    byOwner.set(holder, { id: org.id, key, owner: members.find((member) => member.id === holder)! })
+    if (!byOwner.has(holder)) byOwner.set(holder, { ...org, owner: members.find((member) => member.id === holder)! })
   }
   orgs = [...byOwner.values()]
   expect(orgs).toHaveLength(2)
@@ -36,12 +33,7 @@ beforeAll(async () => {
   expect(vault.status).toBe(201)
 }, 120_000)
 
-afterAll(async () => {
-  for (const member of members) if (member.server.child.exitCode === null && member.server.child.signalCode === null) member.server.child.kill('SIGCONT')
-  await Promise.all(members.map((member) => member.server.stop()))
-  await table?.end()
-  await database?.drop()
-}, 60_000)
+afterAll(() => cluster?.end(), 60_000)
 
 /** An account of the organization, funded with `amount` USDC, through a server that does not own it. */
 async function saver(org: { key: string; owner: Member }, externalId: string, amount: string): Promise<string> {
@@ -64,13 +56,7 @@ async function openDepositCycle(): Promise<{ cycleId: string }> {
   return cycles.body.cycles.find((cycle: { cycleKind: string; state: string }) => cycle.cycleKind === 'deposit' && cycle.state === 'open')
 }
 
-async function verified(): Promise<void> {
-  for (const baseUrl of urls()) {
-    const report = await call(baseUrl, OPERATOR_TOKEN, 'GET', '/ops/v1/ledger/verify')
-    expect(report.body.problems).toEqual([])
-    expect(report.body.ok).toBe(true)
-  }
-}
+const verified = () => verifiedEverywhere(urls())
 
 test.skipIf(!onPostgres)('a cycle with organizations owned by two servers, settled through the third: each owner moves its own, every server answers the same', async () => {
   const accounts = [await saver(orgs[0]!, 'saver-0', '100'), await saver(orgs[1]!, 'saver-1', '100')]

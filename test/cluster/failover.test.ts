@@ -1,13 +1,13 @@
 import { afterAll, beforeAll, expect, test } from 'bun:test'
-import { createTestDatabase, onPostgres, type TestDatabase } from '../support/db.ts'
+import { onPostgres } from '../support/db.ts'
 import { eventually } from '../support/eventually.ts'
-import { available, call, callUntilServed, clusterTable, LEASE_TTL_MS, OPERATOR_TOKEN, startMember, waitForSpread, waitServed, type Member } from './support.ts'
+import { available, call, callUntilServed, clusterOrg, LEASE_TTL_MS, OPERATOR_TOKEN, startCluster, startMember, waitForSpread, waitServed, type Cluster, type Member } from './support.ts'
 
 // Failover with three real servers on one fresh Postgres database: the owner of an organization
 // killed with `kill -9` mid-stream, and an owner stopped (SIGSTOP) until its lease is taken.
-let database: TestDatabase | undefined
+let cluster: Cluster | undefined
 let members: Member[] = []
-let table: ReturnType<typeof clusterTable> | undefined
+let table: Cluster['table'] | undefined
 let key = ''
 let orgId = ''
 let payer = ''
@@ -18,29 +18,20 @@ let keysSent = 0
 
 beforeAll(async () => {
   if (!onPostgres) return
-  database = await createTestDatabase()
-  members = await Promise.all(['a', 'b', 'c'].map((id) => startMember(database!.databaseUrl!, id)))
-  table = clusterTable(database.databaseUrl!)
-  await waitForSpread(table, ['a', 'b', 'c'])
+  cluster = await startCluster()
+  members = cluster.members
+  table = cluster.table
   const first = members[0]!.server.baseUrl
-  const org = (await callUntilServed(first, OPERATOR_TOKEN, 'POST', '/ops/v1/orgs', { name: 'Failover' })).body
+  const org = await clusterOrg(first, 'Failover')
   orgId = org.id
-  key = org.keys.find((entry: { type: string }) => entry.type === 'test').key
-  expect((await callUntilServed(first, OPERATOR_TOKEN, 'PATCH', `/ops/v1/orgs/${orgId}/limits`, { rateLimitPerMinute: 10_000_000 })).status).toBe(200)
+  key = org.key
   payer = (await callUntilServed(first, key, 'POST', '/v1/accounts', { externalId: 'payer' })).body.id
   payee = (await callUntilServed(first, key, 'POST', '/v1/accounts', { externalId: 'payee' })).body.id
   await waitServed(members.map((member) => member.server.baseUrl), key, payer)
   expect((await callUntilServed(first, key, 'POST', `/v1/sandbox/accounts/${payer}/fund`, { asset: 'USDC', amount: '1000000' })).status).toBe(201)
 }, 120_000)
 
-afterAll(async () => {
-  for (const member of members) {
-    if (member.server.child.exitCode === null && member.server.child.signalCode === null) member.server.child.kill('SIGCONT')
-  }
-  await Promise.all(members.map((member) => member.server.stop()))
-  await table?.end()
-  await database?.drop()
-}, 60_000)
+afterAll(() => cluster?.end(), 60_000)
 
 const alive = () => members.filter((member) => member.server.child.exitCode === null && member.server.child.signalCode === null)
 
@@ -173,7 +164,7 @@ test.skipIf(!onPostgres)('a server joining under load takes its share of partiti
       if (joined) after += 1
     }
   })
-  const joiner = await startMember(database!.databaseUrl!, 'd')
+  const joiner = await startMember(cluster!.database.databaseUrl!, 'd')
   members.push(joiner)
   await waitForSpread(table!, alive().map((member) => member.id))
   joined = true

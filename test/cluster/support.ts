@@ -1,5 +1,7 @@
+import { expect } from 'bun:test'
 import postgres from 'postgres'
 import { partitionOf } from '../../server/cluster/partitions.ts'
+import { createTestDatabase, type TestDatabase } from '../support/db.ts'
 import { eventually } from '../support/eventually.ts'
 import { startServerProcess, type ServerProcess } from '../support/server-process.ts'
 
@@ -122,4 +124,53 @@ export async function available(baseUrl: string, key: string, accountId: string,
   const answer = await call(baseUrl, key, 'GET', `/v1/accounts/${accountId}/balances`)
   if (answer.status !== 200) throw new Error(`balance read through ${baseUrl}: ${answer.status} ${JSON.stringify(answer.body)}`)
   return answer.body.balances.find((balance: { asset: string }) => balance.asset === asset)?.available
+}
+
+/** Members on one fresh database, every partition held by them, and their end. */
+export interface Cluster {
+  database: TestDatabase
+  members: Member[]
+  table: ReturnType<typeof clusterTable>
+  urls(): string[]
+  /** Stops every member (a stopped one is continued first), ends the table's connection, drops the database. */
+  end(): Promise<void>
+}
+
+/** Starts members `ids` (a, b and c by default) on a fresh database and waits until they spread every partition. */
+export async function startCluster(env: Record<string, string> = {}, ids: readonly string[] = ['a', 'b', 'c']): Promise<Cluster> {
+  const database = await createTestDatabase()
+  const members = await Promise.all(ids.map((id) => startMember(database.databaseUrl!, id, env)))
+  const table = clusterTable(database.databaseUrl!)
+  await waitForSpread(table, ids)
+  return {
+    database,
+    members,
+    table,
+    urls: () => members.map((member) => member.server.baseUrl),
+    async end() {
+      for (const member of members) {
+        if (member.server.child.exitCode === null && member.server.child.signalCode === null) member.server.child.kill('SIGCONT')
+      }
+      await Promise.all(members.map((member) => member.server.stop()))
+      await table.end()
+      await database.drop()
+    },
+  }
+}
+
+/** An organization created through `baseUrl`, with its test key and its rate limit raised for load. */
+export async function clusterOrg(baseUrl: string, name: string, rateLimitPerMinute = 10_000_000): Promise<{ id: string; key: string }> {
+  const org = (await callUntilServed(baseUrl, OPERATOR_TOKEN, 'POST', '/ops/v1/orgs', { name })).body
+  expect((await callUntilServed(baseUrl, OPERATOR_TOKEN, 'PATCH', `/ops/v1/orgs/${org.id}/limits`, { rateLimitPerMinute })).status).toBe(200)
+  return { id: org.id, key: org.keys.find((entry: { type: string }) => entry.type === 'test').key }
+}
+
+/** The ledger proves itself through every server: no problem found. */
+export async function verifiedEverywhere(baseUrls: readonly string[]): Promise<void> {
+  for (const baseUrl of baseUrls) {
+    const report = await call(baseUrl, OPERATOR_TOKEN, 'GET', '/ops/v1/ledger/verify')
+    expect(report.status).toBe(200)
+    expect(report.body.problems).toEqual([])
+    expect(report.body.ok).toBe(true)
+  }
 }

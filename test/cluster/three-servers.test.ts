@@ -1,13 +1,13 @@
 import { afterAll, beforeAll, expect, test } from 'bun:test'
-import { createTestDatabase, onPostgres, type TestDatabase } from '../support/db.ts'
+import { onPostgres } from '../support/db.ts'
 import { refusedStart } from '../support/server-process.ts'
-import { available, call, callUntilServed, clusterTable, OPERATOR_TOKEN, startMember, waitForSpread, waitServed, type Member } from './support.ts'
+import { available, call, callUntilServed, clusterOrg, OPERATOR_TOKEN, startCluster, verifiedEverywhere, waitServed, type Cluster, type Member } from './support.ts'
 
 // Three real servers in cluster mode on one fresh Postgres database (the embedded database has no
 // cluster mode: its tests are skipped there).
-let database: TestDatabase | undefined
+let cluster: Cluster | undefined
 let members: Member[] = []
-let table: ReturnType<typeof clusterTable> | undefined
+let table: Cluster['table'] | undefined
 let key = ''
 let orgId = ''
 
@@ -15,21 +15,15 @@ const urls = () => members.map((member) => member.server.baseUrl)
 
 beforeAll(async () => {
   if (!onPostgres) return
-  database = await createTestDatabase()
-  members = await Promise.all(['a', 'b', 'c'].map((id) => startMember(database!.databaseUrl!, id)))
-  table = clusterTable(database.databaseUrl!)
-  await waitForSpread(table, ['a', 'b', 'c'])
-  const org = (await callUntilServed(urls()[0]!, OPERATOR_TOKEN, 'POST', '/ops/v1/orgs', { name: 'Three Servers' })).body
+  cluster = await startCluster()
+  members = cluster.members
+  table = cluster.table
+  const org = await clusterOrg(urls()[0]!, 'Three Servers', 1_000_000)
   orgId = org.id
-  key = org.keys.find((entry: { type: string }) => entry.type === 'test').key
-  expect((await callUntilServed(urls()[0]!, OPERATOR_TOKEN, 'PATCH', `/ops/v1/orgs/${orgId}/limits`, { rateLimitPerMinute: 1_000_000 })).status).toBe(200)
+  key = org.key
 }, 120_000)
 
-afterAll(async () => {
-  await Promise.all(members.map((member) => member.server.stop()))
-  await table?.end()
-  await database?.drop()
-}, 60_000)
+afterAll(() => cluster?.end(), 60_000)
 
 async function account(baseUrl: string, externalId: string): Promise<string> {
   const created = await callUntilServed(baseUrl, key, 'POST', '/v1/accounts', { externalId })
@@ -37,14 +31,7 @@ async function account(baseUrl: string, externalId: string): Promise<string> {
   return created.body.id
 }
 
-async function verified(): Promise<void> {
-  for (const baseUrl of urls()) {
-    const report = await call(baseUrl, OPERATOR_TOKEN, 'GET', '/ops/v1/ledger/verify')
-    expect(report.status).toBe(200)
-    expect(report.body.problems).toEqual([])
-    expect(report.body.ok).toBe(true)
-  }
-}
+const verified = () => verifiedEverywhere(urls())
 
 test.skipIf(!onPostgres)('the observation replayed: funded 100 through A, B reports 100 and approves a transfer of 60; every server reports 40 and the payee 60 less the fee', async () => {
   const [a, b, c] = urls() as [string, string, string]
@@ -133,7 +120,7 @@ test.skipIf(!onPostgres)('an operator freezing an account through a server that 
 }, 60_000)
 
 test.skipIf(!onPostgres)('a server without cluster mode is refused on a database the cluster serves, naming a member', async () => {
-  const { code, stdout: out, stderr: err } = await refusedStart({ DATABASE_URL: database!.databaseUrl!, OPERATOR_TOKEN, WEBHOOK_DELIVERY_PROCESS: 'false' })
+  const { code, stdout: out, stderr: err } = await refusedStart({ DATABASE_URL: cluster!.database.databaseUrl!, OPERATOR_TOKEN, WEBHOOK_DELIVERY_PROCESS: 'false' })
   expect(code).toBe(1)
   expect(err).toContain('a Kassa cluster already serves this database')
   expect(err).toContain('KASSA_CLUSTER=1')
