@@ -219,11 +219,8 @@ export class Cycles {
     const now = this.deps.vaults.now()
     const intents = await repo.confirmedIntents(this.deps.db, cycleId, orgId)
     if (intents.length === 0) return 0
+    // Each intent has its event, so an organization with intents always has an operation.
     const plan = this.plan(cycle, vault, resolutionOf(cycle), intents, now)
-    if (plan.ops.length === 0) {
-      await this.deps.db.transaction((tx) => repo.moveIntents(tx, cycleId, plan.updates, now))
-      return intents.length
-    }
     try {
       await this.deps.ledger.submitBundle(plan.ops, [
         {
