@@ -72,10 +72,6 @@ export async function buildApp(runtime: Runtime) {
   const opsIdempotency = operatorIdempotency(idempotency, operator.service.tokenFingerprint)
   // ...and are recorded in the operator audit trail with their changes.
   const audit = operator.service.audit
-  // In cluster mode, requests this server makes of the owner of an organization (a cycle's part)
-  // go through the whole server, the gate first (it forwards them to the owner).
-  const clusterSecret = runtime.config.cluster?.secret
-  const internal = clusterSecret === undefined ? undefined : internalRequests(clusterSecret, () => (request) => app.handle(request))
   // Earning (vaults): the catalog and its venue, then the intents that settle in its cycles.
   // Off (no routes) where no venue is configured: production until a venue adapter exists.
   const vaults =
@@ -93,7 +89,11 @@ export async function buildApp(runtime: Runtime) {
           audit,
           workerIntervalMs: runtime.config.earningWorkerIntervalMs,
           crashPoint: runtime.config.crashPoint,
-          cluster: runtime.cluster === undefined ? undefined : earningInCluster(runtime.cluster, runtime.operatorToken, internal!),
+          // A cycle's part is asked of its organization's owner through the whole server, the gate first.
+          cluster:
+            runtime.cluster === undefined || runtime.config.cluster === undefined
+              ? undefined
+              : earningInCluster(runtime.cluster, runtime.operatorToken, internalRequests(runtime.config.cluster.secret, () => (request) => app.handle(request))),
         })
   // The SBT data API: its operator routes join /ops/v1 here; its own listener is started by main.ts.
   const sbt = createSbtModule({ db: runtime.db, config: runtime.config, nowMs: () => runtime.clock.wallNowMs() })
