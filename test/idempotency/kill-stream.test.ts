@@ -6,7 +6,7 @@ const OPERATOR_TOKEN = 'kill-stream-operator-token-0123456789abcdef'
 const KILLS = 5
 const WORKERS = 6
 /** Each round streams this long (and until a few answers came) before the kill. */
-const ROUND_MS = 1200
+const ROUND_MS = 400
 const ROUND_ANSWERS_MIN = 10
 const FUNDED = 1_000_000
 

@@ -5,7 +5,7 @@ import { jsonClient, loadUntil, startServerProcess, crashStorage, type CrashStor
 const OPERATOR_TOKEN = 'crash-test-operator-token-0123456789abcdef'
 const ROUNDS = 3
 const WORKERS = 8
-const LOAD_BEFORE_KILL_MS = 500
+const LOAD_BEFORE_KILL_MS = 300
 /** Each round kills the server only after this many new transfers were answered (or 20 s passed). */
 const ANSWERS_PER_ROUND_MIN = 15
 

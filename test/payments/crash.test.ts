@@ -5,7 +5,7 @@ import { jsonClient, loadUntil, startServerProcess, crashStorage, type CrashStor
 const OPERATOR_TOKEN = 'payments-crash-operator-token-0123456789abcdef'
 const ROUNDS = 3
 const WORKERS = 6
-const LOAD_BEFORE_KILL_MS = 700
+const LOAD_BEFORE_KILL_MS = 300
 /** Each round kills the server only after this many new authorizations were answered (or 20 s passed). */
 const ANSWERS_PER_ROUND_MIN = 20
 const PAYER_FUNDED = 1_000_000n * 1_000_000n
