@@ -33,9 +33,16 @@ export function templateFolder(): string {
   return join(tmpdir(), 'kassa-pglite')
 }
 
+/**
+ * How a template is made (`db/pglite-init.ts`), in every template's name: a change to it (2: a
+ * checkpoint before the dump, without the template databases) makes new ones rather than reusing
+ * those an earlier way made.
+ */
+const TEMPLATE_FORMAT = 2
+
 /** The bare initialized data directory, named by the PGlite that made it. */
 export function initdbTemplatePath(): string {
-  return join(templateFolder(), `datadir-${pgliteVersion()}.tar`)
+  return join(templateFolder(), `datadir-${pgliteVersion()}-f${TEMPLATE_FORMAT}.tar`)
 }
 
 /**
@@ -55,7 +62,7 @@ export function migrationsHash(folder: string): string {
 
 /** The migrated data directory for the migrations in `migrationsFolder`. */
 export function migratedTemplatePath(migrationsFolder: string): string {
-  return join(templateFolder(), `migrated-${pgliteVersion()}-${migrationsHash(migrationsFolder)}.tar`)
+  return join(templateFolder(), `migrated-${pgliteVersion()}-f${TEMPLATE_FORMAT}-${migrationsHash(migrationsFolder)}.tar`)
 }
 
 /** Migrated templates of other migrations kept besides the current one (another checkout may use them again). */

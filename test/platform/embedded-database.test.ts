@@ -70,12 +70,15 @@ describe('the embedded database', () => {
     expect(again.rows).toEqual([])
   }, 60_000)
 
-  test('a new database starts with every migration applied, from a template named by the migrations; a bare one has none', async () => {
+  test('a new database starts with every migration applied, from a template named by the migrations, holding no database but its own; a bare one has none', async () => {
     const journal = JSON.parse(readFileSync(join(migrationsFolder, 'meta', '_journal.json'), 'utf8')) as { entries: unknown[] }
     const migrated = await openDatabase({ databaseUrl: undefined, embeddedPath: EMBEDDED_IN_MEMORY, poolMax: 1 })
     const applied = await queryRows<{ count: number }>(migrated.db, sql`select count(*)::int as count from drizzle.__drizzle_migrations`)
+    // Only the database PGlite opens: initdb's template databases are not carried in the template.
+    const databases = await queryRows<{ name: string }>(migrated.db, sql`select datname as name from pg_database order by datname`)
     await migrated.close()
     expect(applied).toEqual([{ count: journal.entries.length }])
+    expect(databases).toEqual([{ name: 'postgres' }])
 
     const bare = await openDatabase({ databaseUrl: undefined, embeddedPath: EMBEDDED_IN_MEMORY, poolMax: 1, bare: true })
     const tables = await queryRows<{ name: string }>(bare.db, sql`select table_name as name from information_schema.tables where table_schema in ('public', 'drizzle')`)
