@@ -571,11 +571,13 @@ describe('fail closed while queued', () => {
     }
     expect(first!.body).toMatchObject({ state: 'declined', failureCode: 'processing_timeout' })
     expect(second!.body).toMatchObject({ state: 'declined', failureCode: 'processing_timeout', holdId: null })
-    for (let attempt = 0; attempt < 100; attempt++) {
-      await app.kassa.runtime.ledger.drain()
-      if (app.kassa.runtime.ledger.writer.pendingCount() === 0 && app.kassa.payments.declines.backlog === 0 && (await eventsOf(first!.body.id)).length === 2) break
-      await Bun.sleep(20)
-    }
+    await eventually(
+      async () => {
+        await app.kassa.runtime.ledger.drain()
+        return app.kassa.runtime.ledger.writer.pendingCount() === 0 && app.kassa.payments.declines.backlog === 0 && (await eventsOf(first!.body.id)).length === 2
+      },
+      { what: "the writer and the decline recorder drained, and the first payment's two events written", intervalMs: 20 },
+    )
     expect(await eventsOf(second!.body.id)).toEqual(['payment.declined'])
     const [movements] = await queryRows<{ count: string }>(app.kassa.runtime.db, sql`select count(*) as count from ledger_movements where reference = ${second!.body.id}`)
     expect(Number(movements!.count)).toBe(0)
