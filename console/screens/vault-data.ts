@@ -81,7 +81,9 @@ export async function loadVaultRows(api: OperatorApi): Promise<{ ok: true; rows:
   const rows = await Promise.all(
     list.value.vaults.map(async (vault): Promise<VaultRow> => {
       const [price, cycles] = await Promise.all([api.vaultPrice(vault.vaultId), api.cycles(vault.vaultId)])
-      if (!price.ok) failure = price
+      // A new vault has no price until the venue reports one (`stale_price` from this endpoint): its
+      // row shows none, which is no error of the console's to report on every refresh.
+      if (!price.ok && price.code !== 'stale_price') failure = price
       if (!cycles.ok) {
         failure = cycles
         return { vault, price: price.ok ? price.value : null, deposit: null, redeem: null }

@@ -48,6 +48,7 @@ describe('the Vaults screen', () => {
     // 1 % fee: 99 + 49.5 net wait in the open deposit cycle; no price history yet, so no apy.
     expect(alpha).toMatch(new RegExp(`^alpha\\s+active\\s+1\\s+–\\s+#${deposit.settlementCycle} 2× 148\\.5 USDC\\s+#\\d+ 0× 0 sh`))
     expect(frame).toMatch(/beta\s+active/)
+    expect(frame).toContain('last error: none')
     // A subscription made now shows without a key pressed.
     await subscribe(bob, 'alpha', '10')
     await view.shows(/alpha .*3× 158\.4 USDC/)
@@ -105,11 +106,14 @@ describe('the Vaults screen', () => {
     view.press('p')
     await view.shows('Pause beta (Vault beta)?')
     // The vault goes from under the screen (renamed in the database, which no API does): the
-    // API's not_found is shown in place and in the status line.
+    // API's not_found is shown in place and in the status line, where the refresh after the
+    // answer leaves it: beta-gone has no price (its prices are beta's), which is no error.
     await op.app.kassa.runtime.db.execute(sql`update vaults set id = 'beta-gone' where id = 'beta'`)
     view.press('y')
     await view.shows(/pause beta refused: not_found: /)
     await view.shows('last error: not_found')
+    const afterRefresh = await view.shows(/beta-gone\s+active\s+–/)
+    expect(afterRefresh).toContain('last error: not_found')
     await op.app.kassa.runtime.db.execute(sql`update vaults set id = 'beta' where id = 'beta-gone'`)
     view.press('?')
     await view.shows('Help')
