@@ -7,6 +7,7 @@ import { createApp, type Kassa } from '../../server/app.ts'
 import { configForTests } from '../support/config.ts'
 import { RATE_WINDOW_MS } from '../../server/platform/rate-limit-store.ts'
 import { createTestDatabase, onPostgres, type TestDatabase } from '../support/db.ts'
+import { eventually } from '../support/eventually.ts'
 
 const REPO_ROOT = resolve(import.meta.dir, '../..')
 const BUN = join(REPO_ROOT, 'node_modules/.bin/bun')
@@ -114,13 +115,13 @@ async function request(instance: Instance, method: string, path: string, options
 
 /** Waits until `instance` answers `key` with the expected limit (it learns of changes by NOTIFY). */
 async function waitForLimit(instance: Instance, key: string, limit: number): Promise<void> {
-  const deadline = Date.now() + 10_000
-  for (;;) {
-    const response = await request(instance, 'GET', '/v1/sandbox/clock', { key })
-    if (response.status === 200 && response.headers.get('x-ratelimit-limit') === String(limit)) return
-    if (Date.now() > deadline) throw new Error(`instance never applied limit ${limit}: ${response.status} ${response.headers.get('x-ratelimit-limit')}`)
-    await Bun.sleep(50)
-  }
+  await eventually(
+    async () => {
+      const response = await request(instance, 'GET', '/v1/sandbox/clock', { key })
+      return { status: response.status, limit: response.headers.get('x-ratelimit-limit') }
+    },
+    { what: `the instance applying limit ${limit}`, timeoutMs: 10_000, intervalMs: 50, accept: (seen) => seen.status === 200 && seen.limit === String(limit) },
+  )
 }
 
 async function waitForRoomInWindow(): Promise<void> {
