@@ -10,6 +10,7 @@ import { holdWriteSets, pendingHoldsToLoad } from './modules/holds/write-sets.ts
 import { paymentWriteSets } from './modules/payments/write-sets.ts'
 import { transferWriteSets } from './modules/transfers/write-sets.ts'
 import { randomToken } from './lib/hash.ts'
+import type { MonotonicClock } from './lib/monotonic-clock.ts'
 import { hexToBytes } from '@noble/hashes/utils.js'
 import type { ChainAdapter } from './modules/chain/adapter.ts'
 import { AddressDeriver } from './modules/chain/derivation.ts'
@@ -70,6 +71,8 @@ export interface RuntimeOptions {
   /** A database already opened by the caller (tests); otherwise opened from the config. */
   database?: DatabaseHandle
   wallClockMs?: () => number
+  /** The ledger writer's monotonic clock and timers (tests of its own timing move one by hand). */
+  writerClock?: MonotonicClock
   /** Screening rules run after the configured blocklist (a partner's API; tests plug in their own). */
   screeningRules?: ScreeningRule[]
 }
@@ -106,6 +109,7 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
     pipelineDepth: database.kind === 'postgres' ? config.ledgerPipelineDepth : 1,
     pipelineMinOperations: config.ledgerPipelineMinOperations,
     pendingHolds: pendingHoldsToLoad,
+    writerClock: options.writerClock,
   })
   // The tables each module commits with its money (the ledger knows none of them).
   ledger.registerWriteSets(holdWriteSets)

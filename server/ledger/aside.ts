@@ -23,6 +23,8 @@ export interface AsideDeps {
   balances: HotBalances
   fence: CommitFence | undefined
   writeSets: WriteSetRegistry
+  /** The writer's clock (a committed bundle's timing is read on it). */
+  now(): number
   /** A bundle failed after its guarded writes: the balances it touched must be read back. */
   failed(deltas: Map<string, BalanceDelta>): void
   /** A bundle started or ended: the writer may send what waited for it. */
@@ -92,7 +94,7 @@ export class AsideCommits {
     // Its rows were read back while batches may have committed beside it: no commit-point check
     // here (see `generation`); verify proves the ledger. A reconciliation waiting for it may go.
     this.deps.changed()
-    const now = performance.now()
+    const now = this.deps.now()
     const timing: BatchTiming = { sentAt: now, committedAt: now, operations: ops.length, behind: 0 }
     for (const op of ops) op.committed?.(timing, now)
   }

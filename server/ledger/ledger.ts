@@ -4,6 +4,7 @@ import { ledgerBalances } from '../../db/schema/index.ts'
 import { assert, AssertionError } from '../lib/assert.ts'
 import { ApiError } from '../lib/errors.ts'
 import type { AssetCode } from '../lib/assets.ts'
+import type { MonotonicClock } from '../lib/monotonic-clock.ts'
 import { AccountDirectory, type AccountRows } from './accounts.ts'
 import { assertZeroSum, deltasOf, HotBalances, type BalanceDelta, type HotBalance } from './hot-balances.ts'
 import { assertReservationRecord } from './journal.ts'
@@ -40,6 +41,8 @@ export interface LedgerOptions {
   admit?: (orgId: string) => void
   /** A precondition every commit checks with its writes (see `CommitFence`); none when not given. */
   fence?: CommitFence
+  /** The writer's clock (`WriterOptions.clock`): the process's unless a test gives its own. */
+  writerClock?: MonotonicClock
   /**
    * The pending holds to hold in memory from the start (of these organizations when `orgIds` is
    * given: `loadOrganizations`), read from where the module that keeps them stores them (the ledger
@@ -77,6 +80,7 @@ export class Ledger {
       pipelineDepth: options.pipelineDepth ?? 1,
       pipelineMinOperations: options.pipelineMinOperations ?? 1,
       fence: options.fence,
+      clock: options.writerClock,
     }, new WriteSetRegistry())
     this.policies = options.policies ?? DEFAULT_ASSET_POLICIES
     this.admit = options.admit

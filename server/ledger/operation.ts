@@ -68,9 +68,10 @@ interface OperationWrites {
   idempotencyRecord?: IdempotencyRow
   idempotencyAnswer?: IdempotencyAnswer
   /**
-   * `performance.now()` after which the caller no longer waits (an authorization's budget). An
-   * operation still queued that could not commit before it is withdrawn instead of being written
-   * late: under overload the writer spends its time on operations that can still make it.
+   * Time on the writer's clock (`performance.now()` in a server) after which the caller no longer
+   * waits (an authorization's budget). An operation still queued that could not commit before it is
+   * withdrawn instead of being written late: under overload the writer spends its time on
+   * operations that can still make it.
    */
   deadline?: number
   /** Memory beyond balances (a hold's state), changed in the same step as the reservation. */
@@ -85,7 +86,7 @@ interface OperationWrites {
   committed?: (batch: BatchTiming, queuedAt: number) => void
 }
 
-/** A committed batch's times (`performance.now()`), one object shared by its operations. */
+/** A committed batch's times (on the writer's clock: `performance.now()` in a server), one object shared by its operations. */
 export interface BatchTiming {
   /** When the batch was sent to Postgres. */
   readonly sentAt: number

@@ -21,7 +21,7 @@ export class WriterPace {
   batchMs = 0
   private readonly pace = new Pace(PACE_WEIGHT)
   private lastAnsweredAt = 0
-  /** When the last batch failed, if none has committed since (`performance.now()`), else 0. */
+  /** When the last batch failed, if none has committed since (on the writer's clock), else 0. */
   private failedAt = 0
 
   /** A batch sent at `sentAt` committed `operations` at `now`. */
@@ -34,9 +34,9 @@ export class WriterPace {
     this.failedAt = 0
   }
 
-  /** A batch failed, or memory could not be read back after one. */
-  failed(): void {
-    this.failedAt = performance.now()
+  /** A batch failed, or memory could not be read back after one, at `now`. */
+  failed(now: number): void {
+    this.failedAt = now
   }
 
   /** Within FAIL_FAST_MS of a failure no batch has committed since. */

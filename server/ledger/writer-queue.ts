@@ -7,7 +7,7 @@ export interface Queued {
   deltas: Map<string, BalanceDelta>
   /** Taken back before a batch took it: already undone, skipped by the writer. */
   withdrawn: boolean
-  /** When it was queued (`performance.now()`). */
+  /** When it was queued (on the writer's clock). */
   queuedAt: number
   /**
    * Set on the operations of a failed batch sent again to find the one at fault: those sharing

@@ -14,6 +14,7 @@ import { assert } from '../lib/assert.ts'
 import type { ApiError } from '../lib/errors.ts'
 import { logFailure } from '../lib/log.ts'
 import { LatencyHistogram } from '../lib/histogram.ts'
+import { PROCESS_CLOCK, type MonotonicClock } from '../lib/monotonic-clock.ts'
 import { recordId } from '../platform/idempotency.ts'
 import { IdempotencyKeyTaken } from '../platform/idempotency-in-commit.ts'
 import { batchStatement, readResult, type BatchResult } from './batch-statement.ts'
@@ -59,6 +60,11 @@ export interface WriterOptions {
   pipelineMinOperations: number
   /** A precondition every commit checks in its own statement or transaction (see `CommitFence`); none when not given. */
   fence?: CommitFence
+  /**
+   * The clock batch latencies, deadlines, the fail-fast window and the stall watch are read on: the
+   * process's by default. Operations' `deadline`s are on it too.
+   */
+  clock?: MonotonicClock
 }
 
 /** The writer's order guard, the batch statement's inputs besides the rows. */
@@ -139,7 +145,10 @@ export class GroupCommitWriter {
   /** Memory is being read back from Postgres after a failed batch: nothing is sent until it ends. */
   private reconciling = false
   /** Due when the oldest batch in flight would count as stuck (see `watchStalls`). */
-  private stallWatch: ReturnType<typeof setTimeout> | undefined
+  private stallWatch: unknown
+  /** When `stallWatch` fires (on the writer's clock). */
+  private stallWatchAt = 0
+  private readonly clock: MonotonicClock
   /** Bundles committing beside the batches (`commitAside`). */
   private readonly aside: AsideCommits
   constructor(
@@ -151,12 +160,14 @@ export class GroupCommitWriter {
     readonly writeSets: WriteSetRegistry,
   ) {
     assert(options.pipelineDepth >= 1, 'the writer sends at least one batch at a time')
+    this.clock = options.clock ?? PROCESS_CLOCK
     this.reconciler = new BalanceReconciler(db, balances)
     this.aside = new AsideCommits({
       db,
       balances,
       fence: options.fence,
       writeSets,
+      now: () => this.clock.now(),
       failed: (deltas) => {
         const touched = this.recovering ?? new Map<string, BalanceDelta>()
         for (const [key, delta] of deltas) touched.set(key, delta)
@@ -175,7 +186,7 @@ export class GroupCommitWriter {
   /** Reserves in memory (already done by the caller) and resolves once the commit is durable. */
   enqueue(op: LedgerOperation, deltas: Map<string, BalanceDelta>): Promise<void> {
     return new Promise<void>((resolve, reject) => {
-      const item: Queued = { op, deltas, withdrawn: false, queuedAt: performance.now(), resolve, reject }
+      const item: Queued = { op, deltas, withdrawn: false, queuedAt: this.clock.now(), resolve, reject }
       this.queue.push(item)
       this.pump()
     })
@@ -216,13 +227,14 @@ export class GroupCommitWriter {
    * operations, so it finds out by itself when the database is back.
    */
   healthy(): boolean {
-    const now = performance.now()
+    const now = this.clock.now()
     if (this.pace.failingNow(now)) return false
     // After a failed batch nothing is sent before memory has been read back from Postgres, and
     // while the database refuses, that read waits on the driver's reconnects.
     if (this.recovering !== undefined || this.reconciling) return false
     const oldest = this.inFlight[0]
-    return oldest === undefined || now - oldest.sentAt <= this.stalledAfterMs()
+    // Stuck from the mark on, as the stall watch counts it.
+    return oldest === undefined || now < oldest.sentAt + this.stalledAfterMs()
   }
 
   /**
@@ -234,7 +246,7 @@ export class GroupCommitWriter {
   private worthPipelining(): boolean {
     if (this.queue.size < this.options.pipelineMinOperations) return false
     const oldest = this.inFlight[0]
-    return oldest === undefined || performance.now() - oldest.sentAt <= this.overdueAfterMs()
+    return oldest === undefined || this.clock.now() - oldest.sentAt <= this.overdueAfterMs()
   }
 
   /** How long a batch may be in flight before nothing more is pipelined behind it (see `WriterPace`). */
@@ -258,26 +270,33 @@ export class GroupCommitWriter {
    * behind the stuck batch until its own deadline: nothing queued behind it can commit before the
    * stuck batch does. Their callers decline at once, as those arriving after the stall was noticed
    * already do (`healthy`). Operations without a deadline stay queued. One timer, re-armed for the
-   * next oldest batch only when it fires.
+   * next oldest batch when it fires, and set again earlier only when the oldest batch's mark falls
+   * before it (the pace quickened after a slow spell: a timer left at the slow spell's mark would
+   * notice a stall late). In steady work each mark falls after the one set, so a send costs one
+   * comparison.
    */
   private watchStalls(): void {
-    if (this.stallWatch !== undefined) return
     const oldest = this.inFlight[0]
     if (oldest === undefined) return
-    this.stallWatch = setTimeout(() => {
+    const markAt = oldest.sentAt + this.stalledAfterMs()
+    if (this.stallWatch !== undefined) {
+      if (this.stallWatchAt <= markAt) return
+      this.clock.clear(this.stallWatch)
+    }
+    this.stallWatchAt = markAt
+    this.stallWatch = this.clock.set(() => {
       this.stallWatch = undefined
       if (this.inFlight[0] !== oldest) {
         this.watchStalls()
         return
       }
-      if (performance.now() - oldest.sentAt < this.stalledAfterMs()) {
+      if (this.clock.now() < oldest.sentAt + this.stalledAfterMs()) {
         // The recent pace slowed meanwhile and moved the mark: look again then.
         this.watchStalls()
         return
       }
       for (const item of [...this.queue.live()]) if (item.op.deadline !== undefined) this.withdraw(item.op)
-    }, Math.max(0, oldest.sentAt + this.stalledAfterMs() - performance.now()))
-    this.stallWatch.unref?.()
+    }, Math.max(0, markAt - this.clock.now()))
   }
 
   /** Resolves when nothing is queued, in flight or being reconciled. */
@@ -360,7 +379,7 @@ export class GroupCommitWriter {
     // writer sends at once and only an operation already past its deadline is left out: the pace
     // of past batches may be stale (one slow spell can leave it above the whole budget), and with
     // nothing sent it would never be measured again, so every operation would be withdrawn for good.
-    const latestStart = performance.now() + (this.inFlight.length > 0 ? this.batchMs : 0)
+    const latestStart = this.clock.now() + (this.inFlight.length > 0 ? this.batchMs : 0)
     // One that would commit after its caller stopped waiting is withdrawn now rather than written late.
     return this.queue.takeBatch(this.options.groupCommit ? this.options.batchMax : 1, guarded, latestStart, (op) => this.withdraw(op))
   }
@@ -389,7 +408,7 @@ export class GroupCommitWriter {
 
   /** A batch about to be sent, next in the writer's order; a key claimed twice in it leaves it (`separateDuplicateClaims`). */
   private newFlight(batch: Queued[]): Flight {
-    return { batch, seq: this.guard.seq + 1, sentAt: performance.now(), behind: this.inFlight.length, keyTaken: this.separateDuplicateClaims(batch), abandoned: false, asideGeneration: this.aside.generation, asideActive: this.aside.active }
+    return { batch, seq: this.guard.seq + 1, sentAt: this.clock.now(), behind: this.inFlight.length, keyTaken: this.separateDuplicateClaims(batch), abandoned: false, asideGeneration: this.aside.generation, asideActive: this.aside.active }
   }
 
   /**
@@ -434,7 +453,7 @@ export class GroupCommitWriter {
     const lost = batch.filter((_, index) => result.lostOps.has(index))
     for (const item of [...lost].reverse()) this.undo(item)
     if (!flight.asideActive && flight.asideGeneration === this.aside.generation) this.reconciler.checkCommitPoint(result.written, this.pendingDeltas())
-    const now = performance.now()
+    const now = this.clock.now()
     this.pace.committed(batch.length - lost.length, flight.sentAt, now)
     this.commitLatency.record(now - flight.sentAt)
     this.committedBatches += 1
@@ -498,7 +517,7 @@ export class GroupCommitWriter {
 
   private failBatches(flights: Flight[], error: unknown): void {
     const queued = this.queue.takeAll()
-    this.pace.failed()
+    this.pace.failed(this.clock.now())
     const failed = [...flights.flatMap((flight) => [...flight.batch, ...flight.keyTaken]), ...queued]
     logFailure('ledger.batch', `ledger: a batch of ${flights[0]!.batch.length} operation(s) failed; failing ${failed.length} uncommitted operation(s)`, error)
     // Undo in reverse order of reservation, so each undo sees the state its reservation left.
@@ -656,7 +675,7 @@ export class GroupCommitWriter {
         await this.readBack(touched)
       } catch (error) {
         // The database failed again: callers with a deadline keep answering at once for a while.
-        this.pace.failed()
+        this.pace.failed(this.clock.now())
         logFailure('ledger.read-back', 'ledger: could not read balances back after a failed commit; memory keeps the undone values', error)
       } finally {
         this.reconciling = false

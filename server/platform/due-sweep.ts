@@ -14,6 +14,8 @@
  * An idle pass runs once per backstop and asks Postgres one or two questions. With the sweeps
  * polling every 250 ms an idle server used 36 to 43 ms of CPU a second (docs/architecture.md, "Background work").
  */
+import { PROCESS_CLOCK } from '../lib/monotonic-clock.ts'
+
 export interface DueSweepOptions {
   name: string
   /** The latest a pass waits for, whatever the last one said. */
@@ -31,14 +33,6 @@ export interface SweepTimers {
   clear(handle: unknown): void
 }
 
-const REAL_TIMERS: SweepTimers = {
-  set(run, delayMs) {
-    const timer = setTimeout(run, delayMs)
-    timer.unref?.()
-    return timer
-  },
-  clear: (handle) => clearTimeout(handle as ReturnType<typeof setTimeout>),
-}
 
 export class DueSweep {
   private timer: unknown
@@ -57,7 +51,7 @@ export class DueSweep {
     private readonly options: DueSweepOptions,
     private readonly pass: () => Promise<number | undefined>,
   ) {
-    this.timers = options.timers ?? REAL_TIMERS
+    this.timers = options.timers ?? PROCESS_CLOCK
   }
 
   start(): void {
