@@ -3,18 +3,27 @@ import { sql } from 'drizzle-orm'
 import { queryRows } from '../../db/client.ts'
 import { eventRow } from '../../server/modules/events/write-sets.ts'
 import { CommitFailedError, IdempotencyKeyTaken, OperationWithdrawn, type LedgerOperation } from '../../server/ledger/writer.ts'
+import { FAIL_FAST_MS } from '../../server/ledger/writer-pace.ts'
 import { ApiError } from '../../server/lib/errors.ts'
 import { countAbove, histogramBetween } from '../../server/lib/histogram.ts'
 import { startTestApp, type TestApp } from '../support/app.ts'
 import { onPostgres } from '../support/db.ts'
+import { nextTurn } from '../support/eventually.ts'
+import { ManualTimers } from '../support/manual-timers.ts'
 import { stallWriter } from '../support/writer.ts'
 import { expectVerified, faucetCredit, ledgerFixture, type LedgerFixture } from './support.ts'
 
 let app: TestApp
 let fx: LedgerFixture
+/**
+ * The writer's clock and timers, moved by hand: batch latencies, deadlines, the fail-fast window and
+ * the stall watch are read on it, so each time rule is asserted at its exact mark, and a batch takes
+ * no time unless a test holds it while moving the clock.
+ */
+const clock = new ManualTimers()
 
 beforeAll(async () => {
-  app = await startTestApp()
+  app = await startTestApp({}, { writerClock: clock })
   fx = await ledgerFixture(app, 'Writer Org')
 })
 afterAll(async () => {
@@ -330,10 +339,11 @@ describe('the pipelined group-commit writer', () => {
     expect(writer().healthy()).toBe(true)
     const stuck = await whileStalled(async () => {
       const stuck = ledger().submit(credit(account, 1_000_000n))
-      // In flight far longer than batches take (the writer's own measure, which grows with the
-      // batch latency it has seen: 150 ms on a fast machine, 203 ms on a slow one), nothing
-      // queued now could commit in time.
-      await Bun.sleep(writer().stalledAfterMs() + 50)
+      // In flight short of the writer's own measure of far longer than batches take: still healthy.
+      await clock.advance(Math.floor(writer().stalledAfterMs()) - 1)
+      expect(writer().healthy()).toBe(true)
+      // From it on, nothing queued now could commit in time.
+      await clock.advance(2)
       expect(writer().healthy()).toBe(false)
       expect(writer().expectedWaitMs()).toBe(Number.POSITIVE_INFINITY)
       return { stuck }
@@ -357,17 +367,16 @@ describe('the pipelined group-commit writer', () => {
       const stuck = ledger().submit(credit(account, 1_000_000n))
       // Behind the stuck batch (on a pipeline a second batch is out too; these wait behind both).
       const fillers = Array.from({ length: writer().pipelineDepth - 1 }, () => ledger().submit(credit(account, 1_000_000n)))
-      // When a batch counts as stuck follows the recent batch latency (150 ms at least, 20 batches'
-      // worth on a slow machine): the waits here are counted from it, not fixed. With a fixed 2 s
-      // wait this test failed once in CI ("still queued"), which a recent latency of 100 ms a batch,
-      // a stuck mark of 2 s, would explain.
+      // When a batch counts as stuck follows the recent batch latency (150 ms at least).
       const stuckAfterMs = writer().stalledAfterMs()
-      const deadlined = settled(ledger().submit(credit(account, 5_000_000n, { deadline: performance.now() + stuckAfterMs + 10_000 })))
+      const deadlined = settled(ledger().submit(credit(account, 5_000_000n, { deadline: clock.now() + stuckAfterMs + 10_000 })))
       const undated = ledger().submit(credit(account, 2_000_000n))
       expect(writer().pendingCount()).toBe(2)
-      // Long before its own deadline, the operation with one is withdrawn once the stall is noticed.
-      const outcome = await Promise.race([deadlined, Bun.sleep(stuckAfterMs + 2_000).then(() => 'still queued' as const)])
-      expect(outcome).not.toBe('still queued')
+      await clock.advance(Math.floor(stuckAfterMs) - 1)
+      expect(writer().pendingCount()).toBe(2)
+      // Long before its own deadline, the operation with one is withdrawn when the stall is noticed.
+      await clock.advance(2)
+      const outcome = await deadlined
       expect((outcome as { ok: boolean; error?: unknown }).ok).toBe(false)
       expect((outcome as { error?: unknown }).error).toBeInstanceOf(OperationWithdrawn)
       expect(writer().healthy()).toBe(false)
@@ -381,6 +390,38 @@ describe('the pipelined group-commit writer', () => {
     // The withdrawn credit moved nothing: 1 for the stuck batch, 1 per filler, 2 for the undated one.
     expect(await fx.balance(account)).toMatchObject({ available: `${1 + (writer().pipelineDepth - 1) + 2}.000000` })
     await expectVerified(app)
+  })
+
+  test('after a slow spell, a stuck batch is noticed at its own mark: the watch set at the slow mark is set again earlier', async () => {
+    const account = await fx.mint('quickened')
+    // A slow batch, then one sent while the pace is slow: the watch is set at that slow mark.
+    let release = stallWriter(writer())
+    const slow = ledger().submit(credit(account, 1n))
+    await clock.advance(2_000)
+    release()
+    await slow
+    const slowMarkMs = writer().stalledAfterMs()
+    // Quick batches (they take no time on this clock) bring the pace, and the mark, back down.
+    for (let round = 0; round < 20; round++) await ledger().submit(credit(account, 1n))
+    const stuckAfterMs = writer().stalledAfterMs()
+    expect(stuckAfterMs).toBeLessThan(slowMarkMs / 2)
+    release = stallWriter(writer())
+    try {
+      const stuck = ledger().submit(credit(account, 1n))
+      // On a pipeline, batches out behind the stuck one; the deadlined operation waits behind them all.
+      const fillers = Array.from({ length: writer().pipelineDepth - 1 }, () => ledger().submit(credit(account, 1n)))
+      const deadlined = settled(ledger().submit(credit(account, 5n, { deadline: clock.now() + slowMarkMs * 10 })))
+      await clock.advance(Math.floor(stuckAfterMs) - 1)
+      expect(writer().pendingCount()).toBe(1)
+      await clock.advance(2)
+      expect(await deadlined).toMatchObject({ ok: false, error: expect.any(OperationWithdrawn) })
+      release()
+      await Promise.all([stuck, ...fillers])
+    } finally {
+      release()
+    }
+    // The slow one, twenty quick ones, the stuck one and the fillers: not the withdrawn 5.
+    expect(await fx.balance(account)).toMatchObject({ available: `0.0000${22 + writer().pipelineDepth - 1}` })
   })
 
   test('after a failed batch the writer stays unhealthy while memory is read back from Postgres, and for a while after that read fails too', async () => {
@@ -404,13 +445,18 @@ describe('the pipelined group-commit writer', () => {
       expect((await settled(ledger().submit(credit(account, 1_000_000n)))).ok).toBe(false)
       await started
       // Longer than the fail-fast window after the failed batch: still unhealthy, the read-back is under way.
-      await Bun.sleep(300)
+      await clock.advance(FAIL_FAST_MS + 50)
       expect(writer().healthy()).toBe(false)
       expect(writer().expectedWaitMs()).toBe(Number.POSITIVE_INFINITY)
       failReadBack()
-      await Bun.sleep(20)
-      // The read failed: the database is failing again, callers keep answering at once.
+      await nextTurn()
+      // The read failed: the database is failing again, callers keep answering at once for the
+      // fail-fast window, and no longer.
       expect(writer().healthy()).toBe(false)
+      await clock.advance(FAIL_FAST_MS - 1)
+      expect(writer().healthy()).toBe(false)
+      await clock.advance(2)
+      expect(writer().healthy()).toBe(true)
     } finally {
       internals.readBack = realReadBack
     }
@@ -425,7 +471,7 @@ describe('the pipelined group-commit writer', () => {
     for (let round = 0; round < 6; round++) {
       const release = stallWriter(writer())
       const slow = ledger().submit(credit(account, 1n))
-      await Bun.sleep(120)
+      await clock.advance(120)
       if (round === 5) {
         // A batch in flight and one queued behind it: the estimate reflects the slow batches.
         const queued = ledger().submit(credit(account, 1n))
@@ -450,7 +496,7 @@ describe('the pipelined group-commit writer', () => {
     for (let round = 0; round < 5; round++) {
       const release = stallWriter(writer())
       const slow = ledger().submit(credit(account, 1n))
-      await Bun.sleep(500)
+      await clock.advance(500)
       release()
       await slow
     }
@@ -460,7 +506,7 @@ describe('the pipelined group-commit writer', () => {
     expect(writer().expectedWaitMs()).toBe(0)
     // Sent at once, not withdrawn for a pace no batch in flight stands for (before, every such
     // operation was withdrawn, nothing was sent, and the stale pace was never measured again).
-    const outcome = await settled(ledger().submit(credit(account, 5n, { deadline: performance.now() + 150 })))
+    const outcome = await settled(ledger().submit(credit(account, 5n, { deadline: clock.now() + 150 })))
     expect(outcome.ok).toBe(true)
     for (let round = 0; round < 20; round++) await ledger().submit(credit(account, 1n))
     // Measured again: the stale figure has all but gone from it (a fixed ceiling would also measure
@@ -495,7 +541,7 @@ describe('the pipelined group-commit writer', () => {
     const before = (await app.ops('GET', '/ops/v1/ledger/stats')).body
     const release = stallWriter(writer())
     const held = ledger().submit(credit(account, 1n))
-    await Bun.sleep(60)
+    await clock.advance(60)
     release()
     await held
     await ledger().submit(credit(account, 1n))
@@ -540,7 +586,7 @@ describe('the pipelined group-commit writer', () => {
     const first = ledger().submit(credit(account, 1n))
     // The first batch is out (held): the next operations wait for it to commit before they are sent.
     const behind = Array.from({ length: writer().pipelineDepth }, () => ledger().submit(credit(account, 1n)))
-    await Bun.sleep(60)
+    await clock.advance(60)
     release()
     await Promise.all([first, ...behind])
     const after = (await app.ops('GET', '/ops/v1/ledger/stats')).body
@@ -564,10 +610,11 @@ describe('the pipelined group-commit writer', () => {
 describe('pipelining only batches worth their fixed cost', () => {
   let minApp: TestApp
   let minFx: LedgerFixture
+  const minClock = new ManualTimers()
 
   beforeAll(async () => {
     if (!onPostgres) return
-    minApp = await startTestApp({ ledgerPipelineDepth: 2, ledgerPipelineMinOperations: 3 })
+    minApp = await startTestApp({ ledgerPipelineDepth: 2, ledgerPipelineMinOperations: 3 }, { writerClock: minClock })
     minFx = await ledgerFixture(minApp, 'Pipeline Minimum Org')
   })
   afterAll(async () => {
@@ -613,9 +660,9 @@ describe('pipelining only batches worth their fixed cost', () => {
     const op = () => minCredit(account)
     const release = stallWriter(minWriter)
     const commits = [minLedger.submit(op())]
-    // Overdue, though not yet counted as stuck, by the writer's own measures, which grow with the
-    // batch latency it has seen (a slow machine's first batches take tens of milliseconds).
-    await Bun.sleep(minWriter.overdueAfterMs() + 30)
+    // Overdue, though not yet counted as stuck, by the writer's own measures.
+    await minClock.advance(minWriter.overdueAfterMs() + 1)
+    expect(minWriter.overdueAfterMs() + 1).toBeLessThan(minWriter.stalledAfterMs())
     expect(minWriter.healthy()).toBe(true)
     commits.push(minLedger.submit(op()), minLedger.submit(op()), minLedger.submit(op()))
     expect(minWriter.inFlightCount()).toBe(1)
