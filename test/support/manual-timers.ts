@@ -1,12 +1,13 @@
-import type { SweepTimers } from '../../server/platform/due-sweep.ts'
+import type { MonotonicClock } from '../../server/lib/monotonic-clock.ts'
 import { nextTurn } from './eventually.ts'
 
 /**
- * A wall clock and timers that move only when a test says: `advance(ms)` runs, in order, each timer
- * that falls due meanwhile, and lets what it started settle (one turn of the event loop, no real
- * wait) before the next. For workers whose own scheduling is under test (`DueSweep`).
+ * A clock and timers that move only when a test says: `advance(ms)` runs, in order, each timer that
+ * falls due meanwhile, and lets what it started settle (one turn of the event loop, no real wait)
+ * before the next. For parts whose own timing is under test: a `DueSweep`'s scheduling, the ledger
+ * writer's marks (`RuntimeOptions.writerClock`).
  */
-export class ManualTimers implements SweepTimers {
+export class ManualTimers implements MonotonicClock {
   private clock = 1_000_000
   private pending: Array<{ at: number; id: number; run: () => void }> = []
   private ids = 0
