@@ -1,4 +1,5 @@
 import { logFailure } from '../lib/log.ts'
+import { PROCESS_CLOCK, type MonotonicClock } from '../lib/monotonic-clock.ts'
 
 export const RATE_WINDOW_MS = 60_000
 
@@ -91,13 +92,15 @@ export class FailOpenRateLimiter implements RateLimiter {
   constructor(
     private readonly shared: SharedRateLimiter,
     private readonly cooldownMs = SHARED_STORE_COOLDOWN_MS,
+    /** What the cooldown and each request's wait are timed on: the process's, or a test's. */
+    private readonly clock: MonotonicClock = PROCESS_CLOCK,
   ) {}
 
   hit(bucket: string, limit: number, nowMs: number, options?: HitOptions): Promise<RateDecision> {
     const waitMs = options?.waitMs
     if (waitMs === undefined) return this.shared.hit(bucket, limit, nowMs)
     if (this.tripped) {
-      if (!this.probing && performance.now() >= this.sharedUnavailableUntil) void this.probe(bucket, limit, nowMs, waitMs)
+      if (!this.probing && this.clock.now() >= this.sharedUnavailableUntil) void this.probe(bucket, limit, nowMs, waitMs)
       return this.local.hit(bucket, limit, nowMs)
     }
     const answer = this.askShared(bucket, limit, nowMs)
@@ -106,7 +109,7 @@ export class FailOpenRateLimiter implements RateLimiter {
   }
 
   private async within(answer: Promise<RateDecision>, waitMs: number, bucket: string, limit: number, nowMs: number): Promise<RateDecision> {
-    const counted = await answeredWithin(answer, waitMs)
+    const counted = await answeredWithin(answer, waitMs, this.clock)
     if (counted !== undefined) return counted
     this.trip()
     // Every request waiting on the counter times out at about the same moment: one line a second,
@@ -128,7 +131,7 @@ export class FailOpenRateLimiter implements RateLimiter {
 
   private trip(): void {
     this.tripped = true
-    this.sharedUnavailableUntil = performance.now() + this.cooldownMs
+    this.sharedUnavailableUntil = this.clock.now() + this.cooldownMs
   }
 
   /** One hit on the shared counter, in the background, for a request already counted here. */
@@ -140,7 +143,7 @@ export class FailOpenRateLimiter implements RateLimiter {
         this.tripped = false
         return
       }
-      if ((await answeredWithin(answer, waitMs)) !== undefined) this.tripped = false
+      if ((await answeredWithin(answer, waitMs, this.clock)) !== undefined) this.tripped = false
       else this.trip()
     } catch {
       this.trip()
@@ -150,15 +153,15 @@ export class FailOpenRateLimiter implements RateLimiter {
   }
 }
 
-/** The shared counter's answer if it comes within `waitMs`; undefined if it fails or is later. */
-async function answeredWithin(answer: Promise<RateDecision>, waitMs: number): Promise<RateDecision | undefined> {
-  let timer: ReturnType<typeof setTimeout> | undefined
+/** The shared counter's answer if it comes within `waitMs` on `clock`; undefined if it fails or is later. */
+async function answeredWithin(answer: Promise<RateDecision>, waitMs: number, clock: MonotonicClock): Promise<RateDecision | undefined> {
+  let timer: unknown
   const late = new Promise<undefined>((resolve) => {
-    timer = setTimeout(() => resolve(undefined), waitMs)
+    timer = clock.set(() => resolve(undefined), waitMs)
   })
   try {
     return await Promise.race([answer.catch(() => undefined), late])
   } finally {
-    clearTimeout(timer)
+    clock.clear(timer)
   }
 }
