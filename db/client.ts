@@ -9,7 +9,7 @@ import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js'
 import { migrate as migratePostgres } from 'drizzle-orm/postgres-js/migrator'
 import postgres from 'postgres'
 import { lockDataFolder } from './folder-lock.ts'
-import { ensureTemplate, extractTemplate, forgetTemplate, initdbTemplatePath, loadTemplate, migratedTemplatePath, pgliteWasmModule, pruneMigratedTemplates, runPgliteInit } from './pglite-template.ts'
+import { ensureTemplate, extractTemplate, forgetTemplate, initdbTemplatePath, loadTemplate, migratedTemplatePath, pgliteWasmModule, pruneTemplates, runPgliteInit } from './pglite-template.ts'
 import { assert } from '../server/lib/assert.ts'
 import type { TextStatement } from './bulk.ts'
 import * as schema from './schema/index.ts'
@@ -200,7 +200,7 @@ async function ensureMigratedTemplate(path: string): Promise<void> {
     async () => {
       await ensureInitdbTemplate(pgliteTemplatePath())
       await runPgliteInit(['migrated', path, pgliteTemplatePath(), migrationsFolder])
-      pruneMigratedTemplates(path)
+      pruneTemplates(path, pgliteTemplatePath())
     },
     'starting from initdb and running every migration',
   )

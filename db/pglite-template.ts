@@ -65,24 +65,33 @@ export function migratedTemplatePath(migrationsFolder: string): string {
   return join(templateFolder(), `migrated-${pgliteVersion()}-f${TEMPLATE_FORMAT}-${migrationsHash(migrationsFolder)}.tar`)
 }
 
-/** Migrated templates of other migrations kept besides the current one (another checkout may use them again). */
-const OTHER_MIGRATED_KEPT = 2
+/**
+ * Templates of each kind kept besides the current one, the newest first (another checkout, with
+ * other migrations or another PGlite, may use them again): migrated ones, initdb ones.
+ */
+const OTHERS_KEPT = { migrated: 2, initdb: 1 }
 
 /**
- * Removes migrated templates of other migrations but the newest few (by when they were written),
- * once `current` was made: without it each change of the migrations would leave one more tar in
- * the temporary folder. A process reading one keeps its open file; one that finds its template
- * gone makes it again.
+ * Once the migrated template `current` was made from the initdb template `currentInitdb`, removes
+ * the templates of each kind but those two and the newest others (by when they were written):
+ * without it each change of the migrations, of PGlite or of how templates are made would leave one
+ * more tar in the temporary folder. A process reading one keeps its open file; one that finds its
+ * template gone makes it again.
  */
-export function pruneMigratedTemplates(current: string, folder = templateFolder()): void {
+export function pruneTemplates(current: string, currentInitdb: string, folder = templateFolder()): void {
   try {
-    const others = readdirSync(folder)
-      .filter((name) => /^migrated-.*\.tar$/.test(name))
-      .map((name) => join(folder, name))
-      .filter((path) => path !== current)
-      .map((path) => ({ path, writtenMs: statSync(path).mtimeMs }))
-      .sort((left, right) => right.writtenMs - left.writtenMs)
-    for (const { path } of others.slice(OTHER_MIGRATED_KEPT)) rmSync(path, { force: true })
+    const names = readdirSync(folder)
+    const prune = (pattern: RegExp, keep: string, kept: number) => {
+      const others = names
+        .filter((name) => pattern.test(name))
+        .map((name) => join(folder, name))
+        .filter((path) => path !== keep)
+        .map((path) => ({ path, writtenMs: statSync(path).mtimeMs }))
+        .sort((left, right) => right.writtenMs - left.writtenMs)
+      for (const { path } of others.slice(kept)) rmSync(path, { force: true })
+    }
+    prune(/^migrated-.*\.tar$/, current, OTHERS_KEPT.migrated)
+    prune(/^datadir-.*\.tar$/, currentInitdb, OTHERS_KEPT.initdb)
   } catch {
     // Housekeeping only: a template left behind costs disk space, nothing else.
   }

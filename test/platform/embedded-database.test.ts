@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { sql } from 'drizzle-orm'
 import { EMBEDDED_IN_MEMORY, migrationsFolder, openDatabase, openPgliteFromTemplate, queryRows } from '../../db/client.ts'
-import { migrationsHash, pruneMigratedTemplates } from '../../db/pglite-template.ts'
+import { migrationsHash, pruneTemplates } from '../../db/pglite-template.ts'
 
 const scratch = mkdtempSync(join(tmpdir(), 'kassa-embedded-'))
 afterAll(() => rmSync(scratch, { recursive: true, force: true }))
@@ -93,19 +93,22 @@ describe('the embedded database', () => {
     expect(migrationsHash(changed)).not.toBe(migrationsHash(migrationsFolder))
   }, 60_000)
 
-  test('a new migrated template removes those of other migrations but the two written last; the initdb template stays', () => {
+  test('a new migrated template removes other templates but the newest two migrated ones and the newest other initdb one', () => {
     const folder = join(scratch, 'pruned')
     mkdirSync(folder, { recursive: true })
     const at = (minutesAgo: number) => new Date(Date.now() - minutesAgo * 60_000)
-    const names = ['migrated-0.5.16-aaaa.tar', 'migrated-0.5.16-bbbb.tar', 'migrated-0.5.16-cccc.tar', 'migrated-0.5.15-dddd.tar', 'datadir-0.5.16.tar']
+    const names = ['migrated-0.5.16-f2-aaaa.tar', 'migrated-0.5.16-f2-bbbb.tar', 'migrated-0.5.16-cccc.tar', 'migrated-0.5.15-dddd.tar', 'datadir-0.5.16.tar', 'datadir-0.5.15.tar']
     names.forEach((name, index) => {
       writeFileSync(join(folder, name), 'tar')
       utimesSync(join(folder, name), at(10 * (index + 1)), at(10 * (index + 1)))
     })
-    const current = join(folder, 'migrated-0.5.16-eeee.tar')
+    const currentInitdb = join(folder, 'datadir-0.5.16-f2.tar')
+    writeFileSync(currentInitdb, 'tar')
+    utimesSync(currentInitdb, at(100), at(100))
+    const current = join(folder, 'migrated-0.5.16-f2-eeee.tar')
     writeFileSync(current, 'tar')
-    pruneMigratedTemplates(current, folder)
-    expect(readdirSync(folder).sort()).toEqual(['datadir-0.5.16.tar', 'migrated-0.5.16-aaaa.tar', 'migrated-0.5.16-bbbb.tar', 'migrated-0.5.16-eeee.tar'])
+    pruneTemplates(current, currentInitdb, folder)
+    expect(readdirSync(folder).sort()).toEqual(['datadir-0.5.16-f2.tar', 'datadir-0.5.16.tar', 'migrated-0.5.16-f2-aaaa.tar', 'migrated-0.5.16-f2-bbbb.tar', 'migrated-0.5.16-f2-eeee.tar'])
   })
 
   test('a missing template is made; a damaged one is made again', async () => {
