@@ -1,8 +1,8 @@
 /**
- * A monotonic clock in milliseconds and the timers that run on it. `PROCESS_CLOCK` is the process's
- * (`performance.now()`, and `setTimeout` unref'd so a pending timer never keeps a process alive); a
- * test whose subject's own timing is under test (the ledger's writer, a sweep) gives one it moves
- * by hand instead (`test/support/manual-timers.ts`).
+ * A monotonic clock in milliseconds and the timers that run on it: the process's
+ * (`performance.now()` and `setTimeout`), or one a test moves by hand
+ * (`test/support/manual-timers.ts`) where a part's own timing is under test (the ledger's writer, a
+ * sweep, the rate limiter's fail-open, the decline recorder).
  */
 export interface MonotonicClock {
   now(): number
@@ -10,12 +10,20 @@ export interface MonotonicClock {
   clear(handle: unknown): void
 }
 
-export const PROCESS_CLOCK: MonotonicClock = {
-  now: () => performance.now(),
-  set(run, delayMs) {
-    const timer = setTimeout(run, delayMs)
-    timer.unref?.()
-    return timer
-  },
-  clear: (handle) => clearTimeout(handle as ReturnType<typeof setTimeout>),
+function processClock(keepAlive: boolean): MonotonicClock {
+  return {
+    now: () => performance.now(),
+    set(run, delayMs) {
+      const timer = setTimeout(run, delayMs)
+      if (!keepAlive) timer.unref?.()
+      return timer
+    },
+    clear: (handle) => clearTimeout(handle as ReturnType<typeof setTimeout>),
+  }
 }
+
+/** The process's clock, its timers unref'd: a watch or a background pass never keeps a process alive. */
+export const PROCESS_CLOCK = processClock(false)
+
+/** The process's clock, its timers keeping the process alive: for waits something awaits (a stop, a request). */
+export const PROCESS_CLOCK_KEEPING_ALIVE = processClock(true)

@@ -1,5 +1,5 @@
 import { logFailure } from '../lib/log.ts'
-import { PROCESS_CLOCK, type MonotonicClock } from '../lib/monotonic-clock.ts'
+import { PROCESS_CLOCK_KEEPING_ALIVE, type MonotonicClock } from '../lib/monotonic-clock.ts'
 
 export const RATE_WINDOW_MS = 60_000
 
@@ -93,7 +93,7 @@ export class FailOpenRateLimiter implements RateLimiter {
     private readonly shared: SharedRateLimiter,
     private readonly cooldownMs = SHARED_STORE_COOLDOWN_MS,
     /** What the cooldown and each request's wait are timed on: the process's, or a test's. */
-    private readonly clock: MonotonicClock = PROCESS_CLOCK,
+    private readonly clock: MonotonicClock = PROCESS_CLOCK_KEEPING_ALIVE,
   ) {}
 
   hit(bucket: string, limit: number, nowMs: number, options?: HitOptions): Promise<RateDecision> {

@@ -7,6 +7,7 @@ import type { PaymentState } from './model.ts'
 import { insertFromJson, jsonParameter, jsonStatement, upsertTail, type TextStatement } from '../../../db/bulk.ts'
 import { claimParts, NOT_LOST, recordId, type IdempotencyRow } from '../../platform/idempotency.ts'
 import { logFailure } from '../../lib/log.ts'
+import { PROCESS_CLOCK_KEEPING_ALIVE, type MonotonicClock } from '../../lib/monotonic-clock.ts'
 
 export type PaymentRecord = typeof payments.$inferSelect
 
@@ -71,7 +72,7 @@ interface PendingDecline {
   row: PaymentRow
   event: EventRow
   record?: IdempotencyRow
-  /** When it was queued (`performance.now()`). */
+  /** When it was queued (on the recorder's clock). */
   queuedAt: number
   /** Its decline was answered already: nobody waits for this record. */
   answered: boolean
@@ -143,7 +144,7 @@ export class DeclineRecorder {
   private flushing = false
   private stopped = false
   private flushed: (() => void) | undefined
-  /** When a batch last committed (`performance.now()`): a stop waits while they keep committing. */
+  /** When a batch last committed (on the recorder's clock): a stop waits while they keep committing. */
   private lastWrittenAt = 0
   /** Ends the current gathering (see `gather`), while one is on. */
   private endGathering: (() => void) | undefined
@@ -154,6 +155,8 @@ export class DeclineRecorder {
     /** Declines kept waiting at most (tests lower it). */
     public backlogMax = DECLINE_BACKLOG_MAX,
     private readonly gatherMs = DECLINE_GATHER_MS,
+    /** What waits, gatherings, retries and a stop's grace are timed on: the process's, or a test's. */
+    private readonly clock: MonotonicClock = PROCESS_CLOCK_KEEPING_ALIVE,
   ) {}
 
   /** No further decline can be queued: `record` would refuse it. */
@@ -166,7 +169,7 @@ export class DeclineRecorder {
     if (this.stopped) return Promise.reject(new Error('decline records: the service is shutting down'))
     if (this.full) return Promise.reject(new Error(`decline records: ${this.backlogMax} declines already wait for the database; this one is not recorded`))
     return new Promise((resolve, reject) => {
-      this.queue.push({ row, event, record, queuedAt: performance.now(), answered, resolve, reject })
+      this.queue.push({ row, event, record, queuedAt: this.clock.now(), answered, resolve, reject })
       if (!this.flushing) void this.flush()
       else if (this.endGathering !== undefined && (!answered || this.queue.length >= DECLINE_GATHER_ROWS)) this.endGathering()
     })
@@ -181,7 +184,7 @@ export class DeclineRecorder {
    * How long the oldest decline still waiting has waited, being written included (milliseconds; 0
    * when none waits): how far the records are behind the answers.
    */
-  oldestWaitMs(now = performance.now()): number {
+  oldestWaitMs(now = this.clock.now()): number {
     const oldest = this.queue[0]
     return oldest === undefined ? 0 : now - oldest.queuedAt
   }
@@ -197,16 +200,13 @@ export class DeclineRecorder {
     this.stopped = true
     this.endGathering?.()
     if (!this.flushing) return
-    const startedAt = performance.now()
+    const startedAt = this.clock.now()
     this.lastWrittenAt = startedAt
     const flushed = new Promise<void>((resolve) => (this.flushed = resolve))
     while (this.flushing) {
-      const now = performance.now()
-      const waitMs = Math.min(this.lastWrittenAt + graceMs, startedAt + drainMaxMs) - now
+      const waitMs = Math.min(this.lastWrittenAt + graceMs, startedAt + drainMaxMs) - this.clock.now()
       if (waitMs <= 0) return
-      let timer: ReturnType<typeof setTimeout> | undefined
-      await Promise.race([flushed, new Promise<void>((resolve) => (timer = setTimeout(resolve, waitMs)))])
-      clearTimeout(timer)
+      await this.waitUntil(flushed, waitMs)
     }
   }
 
@@ -219,7 +219,7 @@ export class DeclineRecorder {
         const batch = this.queue.slice(0, this.batchMax)
         const outcome = await this.write(batch, attempt > 0)
         if (outcome.kind === 'written' || refusedForGood(outcome.error)) {
-          this.lastWrittenAt = performance.now()
+          this.lastWrittenAt = this.clock.now()
           this.queue.splice(0, batch.length)
           if (outcome.kind === 'written') for (const pending of batch) pending.resolve(outcome.taken.has(pending) ? 'key_taken' : 'recorded')
           else for (const pending of batch) pending.reject(outcome.error)
@@ -230,7 +230,7 @@ export class DeclineRecorder {
         // Shutting down: no retries; everything still waiting is refused (below).
         if (this.stopped) break
         if (attempt % 10 === 0) logFailure('payments.decline-retry', `payments: ${this.queue.length} decline record(s) wait for the database; retrying`, failure)
-        await Bun.sleep(retryDelayMs(attempt))
+        await this.waitUntil(undefined, retryDelayMs(attempt))
         attempt += 1
       }
     } finally {
@@ -246,13 +246,19 @@ export class DeclineRecorder {
    */
   private async gather(): Promise<void> {
     if (this.gatherMs <= 0 || this.stopped || this.queue.length >= DECLINE_GATHER_ROWS || this.queue.some((pending) => !pending.answered)) return
-    let timer: ReturnType<typeof setTimeout> | undefined
-    await new Promise<void>((resolve) => {
-      this.endGathering = resolve
-      timer = setTimeout(resolve, this.gatherMs)
-    })
-    clearTimeout(timer)
+    await this.waitUntil(new Promise<void>((resolve) => (this.endGathering = resolve)), this.gatherMs)
     this.endGathering = undefined
+  }
+
+  /** Until `event` (if any) or `ms` have passed on the recorder's clock, whichever comes first. */
+  private async waitUntil(event: Promise<void> | undefined, ms: number): Promise<void> {
+    let timer: unknown
+    const elapsed = new Promise<void>((resolve) => (timer = this.clock.set(resolve, ms)))
+    try {
+      await (event === undefined ? elapsed : Promise.race([event, elapsed]))
+    } finally {
+      this.clock.clear(timer)
+    }
   }
 
   /**
