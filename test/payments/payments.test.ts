@@ -9,7 +9,7 @@ import { ErrorBody } from '../../server/platform/errors.ts'
 import { eventRow } from '../../server/modules/events/write-sets.ts'
 import type { PaymentRow } from '../../server/modules/payments/write-sets.ts'
 import { newId } from '../../server/lib/ids.ts'
-import { DECLINE_BACKLOG_MAX, DeclineRecorder } from '../../server/modules/payments/repo.ts'
+import { DECLINE_BACKLOG_MAX, DECLINE_GATHER_MS, DeclineRecorder } from '../../server/modules/payments/repo.ts'
 import { inlineRecord } from '../../server/platform/idempotency.ts'
 import { DEFAULT_SHEDDING, LoadShedder } from '../../server/platform/load-shedder.ts'
 import { AUTHORIZATION_ANSWER_MARGIN_MS, AUTHORIZATION_BUDGET_MS, AUTHORIZATION_P99_MS, DECLINE_RECORD_LAG_MAX_MS } from '../../server/modules/payments/state.ts'
@@ -18,6 +18,7 @@ import { holdCalls, stallWriter as stallLedgerWriter, whileExpiryCommits } from 
 import { expectVerified, ledgerFixture, ledgerState, type LedgerFixture } from '../ledger/support.ts'
 import { afterFailClosedRelease, fundedCardHolder } from './support.ts'
 import { eventually } from '../support/eventually.ts'
+import { ManualTimers } from '../support/manual-timers.ts'
 
 let app: TestApp
 let fx: LedgerFixture
@@ -1008,9 +1009,10 @@ describe('decline records', () => {
     expect((await fx.call('POST', `/v1/payments/${existing.id}/void`)).body.state).toBe('voided')
   })
 
-  test('declines already answered are gathered into one batch; one someone waits for is written at once, and a stop writes what was gathered', async () => {
-    // A gathering that would outlast the test: only what ends it early can let a batch go.
-    const recorder = new DeclineRecorder(app.kassa.runtime.db, 500, DECLINE_BACKLOG_MAX, 600_000)
+  test('declines already answered are gathered into one batch for the gathering time; one someone waits for ends it at once, and a stop writes what was gathered', async () => {
+    // The recorder's gathering runs on a clock moved by hand.
+    const clock = new ManualTimers()
+    const recorder = new DeclineRecorder(app.kassa.runtime.db, 500, DECLINE_BACKLOG_MAX, DECLINE_GATHER_MS, clock)
     const internals = recorder as unknown as { write(batch: unknown[], again: boolean): Promise<unknown> }
     const write = internals.write.bind(recorder)
     const batches: number[] = []
@@ -1026,22 +1028,27 @@ describe('decline records', () => {
     const stored = async (row: PaymentRow) => (await fx.call('GET', `/v1/payments/${row.id}`)).status
     try {
       // Two answered declines wait, gathered; the third, which its caller waits for, ends the
-      // gathering: the three go in one batch.
+      // gathering before its time: the three go in one batch.
       const first = [record(true), record(true)]
-      await Bun.sleep(20)
+      await clock.advance(DECLINE_GATHER_MS - 1)
       expect(batches).toEqual([])
       const waited = record(false)
       expect(await Promise.all([...first, waited].map((entry) => entry.outcome))).toEqual(['recorded', 'recorded', 'recorded'])
       expect(batches).toEqual([3])
       expect(await Promise.all([...first, waited].map((entry) => stored(entry.row)))).toEqual([200, 200, 200])
-      // Answered declines alone are gathered until the stop, which writes them.
+      // Answered declines alone are gathered for the gathering time, then written.
       const later = [record(true), record(true)]
-      await Bun.sleep(20)
+      await clock.advance(DECLINE_GATHER_MS - 1)
       expect(batches).toEqual([3])
-      await recorder.stop()
+      await clock.advance(1)
       expect(await Promise.all(later.map((entry) => entry.outcome))).toEqual(['recorded', 'recorded'])
       expect(batches).toEqual([3, 2])
-      expect(await Promise.all(later.map((entry) => stored(entry.row)))).toEqual([200, 200])
+      // A stop writes what is being gathered at once.
+      const last = record(true)
+      await recorder.stop()
+      expect(await last.outcome).toBe('recorded')
+      expect(batches).toEqual([3, 2, 1])
+      expect(await Promise.all([...later, last].map((entry) => stored(entry.row)))).toEqual([200, 200, 200])
     } finally {
       await recorder.stop()
     }
