@@ -14,7 +14,7 @@
  * An idle pass runs once per backstop and asks Postgres one or two questions. With the sweeps
  * polling every 250 ms an idle server used 36 to 43 ms of CPU a second (docs/architecture.md, "Background work").
  */
-import { PROCESS_CLOCK } from '../lib/monotonic-clock.ts'
+import { PROCESS_CLOCK, type MonotonicClock } from '../lib/monotonic-clock.ts'
 
 export interface DueSweepOptions {
   name: string
@@ -24,15 +24,14 @@ export interface DueSweepOptions {
   minGapMs: number
   /** The wall clock the due times are read against (the runtime clock's, which tests can pin). */
   wallNowMs: () => number
-  /** The timer the next pass waits on: Node's, unref'd (the default), or one a test moves by hand. */
+  /**
+   * The timer the next pass waits on: the process's, unref'd (the default), or one a test moves by
+   * hand. Only its timers are used: due times are read on `wallNowMs`.
+   */
   timers?: SweepTimers
 }
 
-export interface SweepTimers {
-  set(run: () => void, delayMs: number): unknown
-  clear(handle: unknown): void
-}
-
+export type SweepTimers = Pick<MonotonicClock, 'set' | 'clear'>
 
 export class DueSweep {
   private timer: unknown
