@@ -14,14 +14,14 @@
  * `bun test` instead. `npm run test:timings` writes `test/timings.json` again from a run.
  */
 import { Glob } from 'bun'
-import { join, relative, resolve } from 'node:path'
+import { resolve } from 'node:path'
 
 const REPO_ROOT = resolve(import.meta.dir, '..')
 const TIMINGS = 'test/timings.json'
 const TIMEOUT = ['--timeout', '60000']
 
 /** Files whose assertions are about real time: run alone, after the rest. */
-export const QUIET = ['test/platform/loop-lag.test.ts', 'test/platform/load-shedder.test.ts']
+const QUIET = ['test/platform/loop-lag.test.ts', 'test/platform/load-shedder.test.ts']
 
 interface Counts {
   pass: number
@@ -31,8 +31,8 @@ interface Counts {
 }
 
 /** Runs bun with `args`, its output printed as it comes and kept; its exit code and output. */
-async function run(args: string[], env: Record<string, string> = {}): Promise<{ code: number; output: string }> {
-  const child = Bun.spawn([process.execPath, ...args], { cwd: REPO_ROOT, stdin: 'ignore', stdout: 'pipe', stderr: 'pipe', env: { ...process.env, ...env } })
+async function run(args: string[]): Promise<{ code: number; output: string }> {
+  const child = Bun.spawn([process.execPath, ...args], { cwd: REPO_ROOT, stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' })
   const chunks: string[] = []
   const pipe = async (stream: ReadableStream<Uint8Array>, to: NodeJS.WriteStream) => {
     const decoder = new TextDecoder()
@@ -47,7 +47,7 @@ async function run(args: string[], env: Record<string, string> = {}): Promise<{ 
 }
 
 /** The counts bun printed last in `output` (its summary). */
-export function countsOf(output: string): Counts {
+function countsOf(output: string): Counts {
   const last = (pattern: RegExp) => {
     const found = [...output.matchAll(pattern)]
     return found.length === 0 ? 0 : Number(found.at(-1)![1])
@@ -62,8 +62,7 @@ export function countsOf(output: string): Counts {
 
 /** Every test file under `test/`, as a path from the repository's root. */
 function testFiles(): string[] {
-  const glob = new Glob('test/**/*.test.{ts,tsx}')
-  return [...glob.scanSync({ cwd: REPO_ROOT })].map((path) => relative(REPO_ROOT, join(REPO_ROOT, path))).sort()
+  return [...new Glob('test/**/*.test.{ts,tsx}').scanSync({ cwd: REPO_ROOT })].sort()
 }
 
 async function main(): Promise<number> {
