@@ -27,3 +27,17 @@ export const PROCESS_CLOCK = processClock(false)
 
 /** The process's clock, its timers keeping the process alive: for waits something awaits (a stop, a request). */
 export const PROCESS_CLOCK_KEEPING_ALIVE = processClock(true)
+
+/**
+ * What `promise` resolves to if it does within `ms` on `clock`, else undefined (the timer is cleared
+ * either way); without a promise, waits out `ms`.
+ */
+export async function within<T>(clock: MonotonicClock, ms: number, promise?: Promise<T>): Promise<T | undefined> {
+  let timer: unknown
+  const elapsed = new Promise<undefined>((resolve) => (timer = clock.set(() => resolve(undefined), ms)))
+  try {
+    return await (promise === undefined ? elapsed : Promise.race([promise, elapsed]))
+  } finally {
+    clock.clear(timer)
+  }
+}

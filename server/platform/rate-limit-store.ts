@@ -1,5 +1,5 @@
 import { logFailure } from '../lib/log.ts'
-import { PROCESS_CLOCK_KEEPING_ALIVE, type MonotonicClock } from '../lib/monotonic-clock.ts'
+import { PROCESS_CLOCK_KEEPING_ALIVE, within, type MonotonicClock } from '../lib/monotonic-clock.ts'
 
 export const RATE_WINDOW_MS = 60_000
 
@@ -109,7 +109,7 @@ export class FailOpenRateLimiter implements RateLimiter {
   }
 
   private async within(answer: Promise<RateDecision>, waitMs: number, bucket: string, limit: number, nowMs: number): Promise<RateDecision> {
-    const counted = await answeredWithin(answer, waitMs, this.clock)
+    const counted = await within(this.clock, waitMs, answer.catch(() => undefined))
     if (counted !== undefined) return counted
     this.trip()
     // Every request waiting on the counter times out at about the same moment: one line a second,
@@ -143,25 +143,12 @@ export class FailOpenRateLimiter implements RateLimiter {
         this.tripped = false
         return
       }
-      if ((await answeredWithin(answer, waitMs, this.clock)) !== undefined) this.tripped = false
+      if ((await within(this.clock, waitMs, answer.catch(() => undefined))) !== undefined) this.tripped = false
       else this.trip()
     } catch {
       this.trip()
     } finally {
       this.probing = false
     }
-  }
-}
-
-/** The shared counter's answer if it comes within `waitMs` on `clock`; undefined if it fails or is later. */
-async function answeredWithin(answer: Promise<RateDecision>, waitMs: number, clock: MonotonicClock): Promise<RateDecision | undefined> {
-  let timer: unknown
-  const late = new Promise<undefined>((resolve) => {
-    timer = clock.set(() => resolve(undefined), waitMs)
-  })
-  try {
-    return await Promise.race([answer.catch(() => undefined), late])
-  } finally {
-    clock.clear(timer)
   }
 }

@@ -7,7 +7,7 @@ import type { PaymentState } from './model.ts'
 import { insertFromJson, jsonParameter, jsonStatement, upsertTail, type TextStatement } from '../../../db/bulk.ts'
 import { claimParts, NOT_LOST, recordId, type IdempotencyRow } from '../../platform/idempotency.ts'
 import { logFailure } from '../../lib/log.ts'
-import { PROCESS_CLOCK_KEEPING_ALIVE, type MonotonicClock } from '../../lib/monotonic-clock.ts'
+import { PROCESS_CLOCK_KEEPING_ALIVE, within, type MonotonicClock } from '../../lib/monotonic-clock.ts'
 
 export type PaymentRecord = typeof payments.$inferSelect
 
@@ -206,7 +206,7 @@ export class DeclineRecorder {
     while (this.flushing) {
       const waitMs = Math.min(this.lastWrittenAt + graceMs, startedAt + drainMaxMs) - this.clock.now()
       if (waitMs <= 0) return
-      await this.waitUntil(flushed, waitMs)
+      await within(this.clock, waitMs, flushed)
     }
   }
 
@@ -230,7 +230,7 @@ export class DeclineRecorder {
         // Shutting down: no retries; everything still waiting is refused (below).
         if (this.stopped) break
         if (attempt % 10 === 0) logFailure('payments.decline-retry', `payments: ${this.queue.length} decline record(s) wait for the database; retrying`, failure)
-        await this.waitUntil(undefined, retryDelayMs(attempt))
+        await within(this.clock, retryDelayMs(attempt))
         attempt += 1
       }
     } finally {
@@ -246,19 +246,8 @@ export class DeclineRecorder {
    */
   private async gather(): Promise<void> {
     if (this.gatherMs <= 0 || this.stopped || this.queue.length >= DECLINE_GATHER_ROWS || this.queue.some((pending) => !pending.answered)) return
-    await this.waitUntil(new Promise<void>((resolve) => (this.endGathering = resolve)), this.gatherMs)
+    await within(this.clock, this.gatherMs, new Promise<void>((resolve) => (this.endGathering = resolve)))
     this.endGathering = undefined
-  }
-
-  /** Until `event` (if any) or `ms` have passed on the recorder's clock, whichever comes first. */
-  private async waitUntil(event: Promise<void> | undefined, ms: number): Promise<void> {
-    let timer: unknown
-    const elapsed = new Promise<void>((resolve) => (timer = this.clock.set(resolve, ms)))
-    try {
-      await (event === undefined ? elapsed : Promise.race([event, elapsed]))
-    } finally {
-      this.clock.clear(timer)
-    }
   }
 
   /**
